@@ -1,0 +1,302 @@
+//! Walking a corpus directory and turning each file into chunked [`Document`]s.
+
+use std::path::{Path, PathBuf};
+
+use super::chunk::{chunk_text, ChunkSizes};
+use super::{chunk_id, html, markdown, Document, IndexOptions, RetrievalError};
+
+/// Extensions (lowercase, without the dot) the loader understands.
+pub const EXTENSIONS: &[&str] = &["md", "markdown", "txt", "html", "htm"];
+
+/// A heading found in a file's extracted text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heading {
+    /// 1 for `h1` / `#`, up to 6.
+    pub level: u8,
+    /// The heading text, whitespace collapsed.
+    pub text: String,
+    /// Byte offset in [`Extracted::text`] where the heading's line starts.
+    pub start: usize,
+}
+
+/// The text of one file, ready for chunking.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Extracted {
+    /// Page title, if the file has one (first `h1`, else HTML `<title>`).
+    pub title: Option<String>,
+    /// The extracted text; chunk `byte_range`s index into it.
+    pub text: String,
+    /// Headings in order of `start`.
+    pub headings: Vec<Heading>,
+}
+
+/// A candidate file of the corpus (supported extension, not excluded).
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub rel: String,
+    pub path: PathBuf,
+}
+
+/// The outcome of walking a corpus: candidates plus what was skipped while walking.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    pub candidates: Vec<Candidate>,
+    pub skipped: usize,
+    pub warnings: Vec<String>,
+}
+
+/// One loaded file: its extracted text and its chunks.
+#[derive(Debug, Clone)]
+pub struct LoadedFile {
+    /// Path relative to the corpus root, `/`-separated.
+    pub source: String,
+    /// The extracted text.
+    pub extracted: Extracted,
+    /// The chunks, in order; `chunk_index` is the position in this list.
+    pub documents: Vec<Document>,
+}
+
+/// Every loaded file of a corpus plus the skip accounting.
+#[derive(Debug, Default)]
+pub struct LoadedCorpus {
+    /// Files that produced at least one chunk, sorted by relative path.
+    pub files: Vec<LoadedFile>,
+    /// Files seen but not indexed.
+    pub skipped: usize,
+    /// Human-readable problems (unreadable, binary, invalid UTF-8, loops, ...).
+    pub warnings: Vec<String>,
+}
+
+/// Matches a glob-ish pattern: `*` any run of characters, `?` one character.
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// `true` if `rel` (a `/`-separated relative path) is excluded by one of `patterns`.
+pub(crate) fn is_excluded(rel: &str, patterns: &[String]) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    patterns.iter().any(|p| {
+        let p = p.trim_start_matches("./");
+        if p.contains('/') {
+            glob_match(p, rel)
+        } else {
+            glob_match(p, name)
+        }
+    })
+}
+
+fn has_supported_extension(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+        .unwrap_or(false)
+}
+
+/// Walks `root` (following symlinks, with loop detection), sorted by file name, and
+/// returns the candidate files. Excluded files count as skipped without a warning.
+pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
+    let mut out = Walk::default();
+    let walker = walkdir::WalkDir::new(root).follow_links(true).sort_by_file_name();
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(err) => {
+                out.skipped += 1;
+                let where_ = err.path().map(|p| p.display().to_string()).unwrap_or_else(|| root.display().to_string());
+                if err.loop_ancestor().is_some() {
+                    out.warnings.push(format!("skipped {where_}: symlink loop"));
+                } else {
+                    out.warnings.push(format!("skipped {where_}: {err}"));
+                }
+                continue;
+            }
+        };
+        if !entry.file_type().is_file() || !has_supported_extension(entry.path()) {
+            continue;
+        }
+        let Ok(rel_path) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let mut parts = Vec::new();
+        let mut ok = true;
+        for c in rel_path.components() {
+            match c.as_os_str().to_str() {
+                Some(s) => parts.push(s.to_string()),
+                None => ok = false,
+            }
+        }
+        if !ok {
+            out.skipped += 1;
+            out.warnings.push(format!("skipped {}: file name is not valid UTF-8", entry.path().display()));
+            continue;
+        }
+        let rel = parts.join("/");
+        if is_excluded(&rel, exclude) {
+            out.skipped += 1;
+            continue;
+        }
+        out.candidates.push(Candidate { rel, path: entry.path().to_path_buf() });
+    }
+    out.candidates.sort_by(|a, b| a.rel.cmp(&b.rel));
+    out
+}
+
+/// Why a file produced no chunks.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Skip {
+    /// Expected (redirect stub, no content): counted, no warning.
+    Quiet,
+    /// Worth a warning.
+    Warn(String),
+}
+
+/// Decodes raw bytes and extracts text according to the file's extension.
+pub(crate) fn extract_bytes(rel: &str, bytes: &[u8]) -> Result<Extracted, Skip> {
+    if bytes.is_empty() {
+        return Err(Skip::Warn("empty file".to_string()));
+    }
+    if bytes[..bytes.len().min(8192)].contains(&0) {
+        return Err(Skip::Warn("binary file (NUL byte in the first 8 KiB)".to_string()));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| Skip::Warn(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let ext = rel.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    let extracted = match ext.as_str() {
+        "html" | "htm" => match html::extract_html(text) {
+            html::HtmlPage::Content(e) => e,
+            html::HtmlPage::Redirect | html::HtmlPage::NoIndex => return Err(Skip::Quiet),
+        },
+        "md" | "markdown" => markdown::extract_markdown(text),
+        _ => Extracted { title: None, text: text.to_string(), headings: Vec::new() },
+    };
+    if extracted.text.trim().is_empty() {
+        return Err(Skip::Quiet);
+    }
+    Ok(extracted)
+}
+
+/// Builds the documents of one file from its extracted text.
+pub(crate) fn documents_for(source: &str, extracted: &Extracted, sizes: &ChunkSizes) -> Vec<Document> {
+    let file_name = source.rsplit('/').next().unwrap_or(source);
+    let title = extracted.title.clone().unwrap_or_else(|| file_name.to_string());
+    chunk_text(&extracted.text, &extracted.headings, sizes)
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let content = extracted.text[c.start..c.end].to_string();
+            let id = chunk_id(source, i, &content);
+            let mut m = serde_json::Map::new();
+            m.insert("id".into(), id.clone().into());
+            m.insert("source".into(), source.into());
+            m.insert("title".into(), title.clone().into());
+            m.insert("heading_path".into(), c.heading_path.into_iter().map(serde_json::Value::from).collect());
+            m.insert("chunk_index".into(), i.into());
+            m.insert("byte_range".into(), serde_json::json!([c.start, c.end]));
+            Document { id, content, metadata: m }
+        })
+        .collect()
+}
+
+/// Loads one candidate file; `Ok(None)` if it was skipped (the skip is recorded).
+pub(crate) fn load_file(
+    cand: &Candidate,
+    bytes: std::io::Result<Vec<u8>>,
+    sizes: &ChunkSizes,
+    skipped: &mut usize,
+    warnings: &mut Vec<String>,
+) -> Option<LoadedFile> {
+    let bytes = match bytes {
+        Ok(b) => b,
+        Err(e) => {
+            *skipped += 1;
+            warnings.push(format!("skipped {}: unreadable: {e}", cand.path.display()));
+            return None;
+        }
+    };
+    match extract_bytes(&cand.rel, &bytes) {
+        Ok(extracted) => {
+            let documents = documents_for(&cand.rel, &extracted, sizes);
+            if documents.is_empty() {
+                *skipped += 1;
+                return None;
+            }
+            Some(LoadedFile { source: cand.rel.clone(), extracted, documents })
+        }
+        Err(Skip::Quiet) => {
+            *skipped += 1;
+            None
+        }
+        Err(Skip::Warn(why)) => {
+            *skipped += 1;
+            warnings.push(format!("skipped {}: {why}", cand.path.display()));
+            None
+        }
+    }
+}
+
+/// Loads and chunks every file of a corpus without building an index. This is what
+/// [`super::Index::open_or_build`] indexes; it is public so tests and tools can compare
+/// returned documents with the loader's output.
+///
+/// # Errors
+/// [`RetrievalError::CorpusNotFound`] / [`RetrievalError::NotADirectory`] for a bad
+/// root. Unreadable or unsupported files are skipped and reported, not errors.
+pub fn load_corpus(root: &Path, opts: &IndexOptions) -> Result<LoadedCorpus, RetrievalError> {
+    super::check_dir(root)?;
+    let w = walk(root, &opts.exclude);
+    let mut out = LoadedCorpus { files: Vec::new(), skipped: w.skipped, warnings: w.warnings };
+    for cand in &w.candidates {
+        let bytes = std::fs::read(&cand.path);
+        if let Some(f) = load_file(cand, bytes, &opts.chunk, &mut out.skipped, &mut out.warnings) {
+            out.files.push(f);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_basics() {
+        assert!(glob_match("print.html", "print.html"));
+        assert!(glob_match("*.html", "a.html"));
+        assert!(glob_match("a*/b?.md", "abc/d/b1.md"));
+        assert!(!glob_match("*.md", "a.html"));
+        assert!(is_excluded("book/print.html", &["print.html".into()]));
+        assert!(!is_excluded("book/print.html", &["other/print.html".into()]));
+        assert!(is_excluded("book/x/print.html", &["book/*".into()]));
+    }
+
+    #[test]
+    fn binary_and_utf8() {
+        assert!(matches!(extract_bytes("a.txt", b"ab\0cd"), Err(Skip::Warn(_))));
+        assert!(matches!(extract_bytes("a.txt", &[0x66, 0xff, 0x66]), Err(Skip::Warn(_))));
+        assert!(matches!(extract_bytes("a.txt", b""), Err(Skip::Warn(_))));
+        assert_eq!(extract_bytes("a.txt", b"   \n"), Err(Skip::Quiet));
+        assert!(extract_bytes("a.txt", b"hello").is_ok());
+    }
+}

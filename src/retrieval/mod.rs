@@ -1,0 +1,262 @@
+//! Corpus ingestion and embedded BM25 retrieval.
+//!
+//! A corpus is a directory of `.md`, `.markdown`, `.txt`, `.html` and `.htm` files.
+//! [`Index::open_or_build`] walks it, turns every file into plain text (HTML through
+//! the `scraper` parser, keeping only the page's `<main>` content), splits the text
+//! into heading sections and then into overlapping chunks, and writes a tantivy BM25
+//! index next to a `manifest.json`. The index is reused as long as the corpus
+//! fingerprint (relative paths, sizes and blake3 hashes of every candidate file, plus
+//! the options that shape the chunks) is unchanged.
+//!
+//! Every chunk becomes a [`Document`] whose `id` is a UUID v5 of its source path, its
+//! ordinal and the blake3 hash of its content, so ids are identical across rebuilds of
+//! an unchanged corpus. [`Index::search`] returns documents ordered by BM25 score
+//! (descending) and then by id (ascending), so results are deterministic.
+//!
+//! See `docs/retrieval.md` for the on-disk layout and measured figures.
+
+mod chunk;
+mod fingerprint;
+mod html;
+mod index;
+mod ingest;
+mod markdown;
+
+use std::path::{Path, PathBuf};
+
+pub use chunk::{chunk_text, Chunk, ChunkSizes};
+pub use html::{extract_html, HtmlPage};
+pub use index::{Index, FORMAT_VERSION};
+pub use ingest::{load_corpus, Extracted, Heading, LoadedCorpus, LoadedFile};
+
+/// The namespace of every chunk id (UUID v5). Fixed forever: changing it changes
+/// every id ever handed out.
+pub const ID_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6c1f_7a52_3b0e_4d8e_9a55_1f2e_8c4d_b7a3);
+
+/// One retrievable chunk: what the index stores and what [`Index::search`] returns.
+///
+/// `metadata` always holds these keys:
+/// - `id` (string): same as [`Document::id`];
+/// - `source` (string): the file path relative to the corpus root, `/`-separated;
+/// - `title` (string): the page title (first `h1`, else the HTML `<title>`, else the
+///   file name);
+/// - `heading_path` (array of strings): the headings enclosing the chunk, outermost
+///   first;
+/// - `chunk_index` (integer): ordinal of the chunk within its file, from 0;
+/// - `byte_range` (array `[start, end]`): byte offsets into the extracted text of the
+///   file, end exclusive; `extracted[start..end] == content`;
+/// - `score` (number, only in search results): the BM25 score of the chunk for the
+///   query.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Document {
+    /// Stable id: UUID v5 (namespace [`ID_NAMESPACE`]) of
+    /// `"{source}\0{chunk_index}\0{blake3 hex of content}"`, hyphenated lowercase.
+    pub id: String,
+    /// The chunk text, verbatim: exactly the text that was indexed.
+    pub content: String,
+    /// Metadata, see the type documentation for the keys.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Options for building an index. The chunk sizes and exclude patterns are part of the
+/// corpus fingerprint: changing them triggers a rebuild.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexOptions {
+    /// Files to leave out. A pattern without `/` is matched against the file name, one
+    /// with `/` against the path relative to the corpus root. `*` matches any run of
+    /// characters (including `/`), `?` exactly one. Default: `["print.html"]` (the
+    /// mdBook whole-book page, which duplicates every other page).
+    pub exclude: Vec<String>,
+    /// Chunk sizes, in bytes of UTF-8 text.
+    pub chunk: ChunkSizes,
+    /// Show an indicatif progress bar on stderr (only drawn when stderr is a terminal).
+    pub progress: bool,
+    /// Rebuild even if a valid index for the same corpus fingerprint exists.
+    pub force: bool,
+    /// Memory budget of the tantivy writer, in bytes (default 50 MB; tantivy needs at
+    /// least 15 MB).
+    pub writer_memory: usize,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions {
+            exclude: vec!["print.html".to_string()],
+            chunk: ChunkSizes::default(),
+            progress: false,
+            force: false,
+            writer_memory: 50_000_000,
+        }
+    }
+}
+
+/// What [`Index::open_or_build`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildReport {
+    /// Files that produced at least one chunk (taken from the manifest when reused).
+    pub files: usize,
+    /// Chunks in the index.
+    pub chunks: usize,
+    /// Files looked at but not indexed: excluded, redirect stubs, empty, binary,
+    /// invalid UTF-8, unreadable, symlink loops.
+    pub skipped: usize,
+    /// One line per problem worth telling the user about (unreadable file, loop, ...).
+    /// Expected skips (redirect stubs, excluded files) are counted, not warned.
+    pub warnings: Vec<String>,
+    /// `true` if an existing index was reused without rebuilding.
+    pub reused: bool,
+    /// Wall time of the whole call, in seconds.
+    pub seconds: f64,
+    /// The index directory.
+    pub index_dir: PathBuf,
+}
+
+/// Errors of corpus loading, index building and searching. Messages name the path.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    /// The corpus directory does not exist.
+    #[error("corpus directory not found: {0}")]
+    CorpusNotFound(PathBuf),
+    /// The corpus path exists but is not a directory.
+    #[error("corpus path is not a directory: {0}")]
+    NotADirectory(PathBuf),
+    /// The corpus has no file that yields any text.
+    #[error("no indexable files in {dir} ({skipped} skipped)")]
+    EmptyCorpus {
+        /// The corpus directory.
+        dir: PathBuf,
+        /// Files looked at and skipped.
+        skipped: usize,
+    },
+    /// A file-system operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done ("reading", "creating", ...).
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The destination exists and does not look like a ragloop index; it is left alone.
+    #[error("refusing to replace {0}: it exists and is not a ragloop index")]
+    NotAnIndex(PathBuf),
+    /// tantivy failed while building, opening or searching the index.
+    #[error("index error at {path}: {message}")]
+    Tantivy {
+        /// The index directory.
+        path: PathBuf,
+        /// tantivy's message.
+        message: String,
+    },
+    /// A stored document could not be decoded (the index is damaged).
+    #[error("damaged index at {path}: {message}")]
+    Corrupt {
+        /// The index directory.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `rust-docs:` corpus could not be located.
+    #[error("cannot locate the Rust docs for {spec:?}: {message}")]
+    RustDocs {
+        /// The spec as given.
+        spec: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No cache directory could be determined (no `$RAGLOOP_CACHE_DIR`,
+    /// `$XDG_CACHE_HOME` or `$HOME`).
+    #[error("no cache directory: set RAGLOOP_CACHE_DIR or pass --out")]
+    NoCacheDir,
+}
+
+impl RetrievalError {
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        RetrievalError::Io { action, path: path.to_path_buf(), source }
+    }
+}
+
+/// Resolves a corpus reference from a spec or the command line to a directory.
+///
+/// - `"rust-docs:"` is the HTML root of the installed Rust documentation,
+///   `$(rustc --print sysroot)/share/doc/rust/html` (`$RUSTC` overrides `rustc`);
+/// - `"rust-docs:NAME"` is a folder under it, e.g. `"rust-docs:book"`;
+/// - anything else is a path, relative to `base` unless absolute.
+///
+/// # Errors
+/// [`RetrievalError::RustDocs`] if `rustc` cannot be run, [`RetrievalError::CorpusNotFound`]
+/// if the directory is missing, [`RetrievalError::NotADirectory`] if it is a file.
+pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError> {
+    let path = if let Some(rest) = spec.strip_prefix("rust-docs:") {
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+        let out = std::process::Command::new(&rustc)
+            .args(["--print", "sysroot"])
+            .output()
+            .map_err(|e| RetrievalError::RustDocs { spec: spec.to_string(), message: format!("running {rustc:?}: {e}") })?;
+        if !out.status.success() {
+            return Err(RetrievalError::RustDocs {
+                spec: spec.to_string(),
+                message: format!("{rustc:?} --print sysroot exited with {}", out.status),
+            });
+        }
+        let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let mut p = PathBuf::from(sysroot).join("share").join("doc").join("rust").join("html");
+        let rest = rest.trim_matches('/');
+        if !rest.is_empty() {
+            p.push(rest);
+        }
+        p
+    } else {
+        let p = Path::new(spec);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
+    check_dir(&path)?;
+    Ok(path)
+}
+
+/// Checks that `path` is an existing directory.
+pub(crate) fn check_dir(path: &Path) -> Result<(), RetrievalError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(RetrievalError::NotADirectory(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(RetrievalError::CorpusNotFound(path.to_path_buf())),
+        Err(e) => Err(RetrievalError::io("reading", path, e)),
+    }
+}
+
+/// The default index directory of a corpus: `<cache>/indexes/<first 16 hex digits of
+/// blake3(canonical corpus path)>`, where `<cache>` is `$RAGLOOP_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/ragloop`, else `$HOME/.cache/ragloop`.
+///
+/// # Errors
+/// [`RetrievalError::CorpusNotFound`] and friends if the corpus cannot be
+/// canonicalized, [`RetrievalError::NoCacheDir`] if no variable is set.
+pub fn default_index_dir(corpus: &Path) -> Result<PathBuf, RetrievalError> {
+    check_dir(corpus)?;
+    let canonical = std::fs::canonicalize(corpus).map_err(|e| RetrievalError::io("resolving", corpus, e))?;
+    let hash = blake3::hash(canonical.as_os_str().as_encoded_bytes()).to_hex();
+    let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = if let Some(d) = nonempty("RAGLOOP_CACHE_DIR") {
+        d
+    } else if let Some(d) = nonempty("XDG_CACHE_HOME") {
+        d.join("ragloop")
+    } else if let Some(d) = nonempty("HOME") {
+        d.join(".cache").join("ragloop")
+    } else {
+        return Err(RetrievalError::NoCacheDir);
+    };
+    Ok(cache.join("indexes").join(&hash.as_str()[..16]))
+}
+
+/// The stable id of a chunk: UUID v5 in [`ID_NAMESPACE`] of
+/// `"{source}\0{chunk_index}\0{blake3 hex of content}"`.
+pub fn chunk_id(source: &str, chunk_index: usize, content: &str) -> String {
+    let name = format!("{source}\u{0}{chunk_index}\u{0}{}", blake3::hash(content.as_bytes()).to_hex());
+    uuid::Uuid::new_v5(&ID_NAMESPACE, name.as_bytes()).hyphenated().to_string()
+}
