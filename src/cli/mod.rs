@@ -1,0 +1,50 @@
+//! Subcommands of the `ragloop` binary. Each file parses its own arguments and calls
+//! the library; `main` maps the outcome to an exit code.
+//!
+//! Exit codes shared by every subcommand: 0 success, 1 the input is invalid or the
+//! work failed, 2 usage error (bad flags, unreadable arguments).
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod graph;
+mod index;
+mod validate;
+
+/// Exit status for a usage error (bad flags or arguments).
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Parser)]
+#[command(name = "ragloop", version, about = "Validate, run and A/B test agentic RAG graphs written as YAML specs.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check specs before any LLM call: syntax, references, files, templates, predicates, graph, variants.
+    Validate(validate::ValidateArgs),
+    /// Print a spec's topology as Mermaid or DOT.
+    Graph(graph::GraphArgs),
+    /// Build (or reuse) the BM25 index of a corpus directory.
+    Index(index::IndexArgs),
+}
+
+/// Parses the command line and runs the subcommand.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return match err.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(EXIT_USAGE),
+            };
+        }
+    };
+    match cli.command {
+        Command::Validate(args) => validate::run(args),
+        Command::Graph(args) => graph::run(args),
+        Command::Index(args) => index::run(args),
+    }
+}

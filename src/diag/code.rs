@@ -1,0 +1,151 @@
+//! Stable diagnostic codes. A code is never reused for another fault; each one has a
+//! one-line summary and a paragraph of documentation (rendered into docs/diagnostics.md
+//! and checked by a test).
+
+macro_rules! codes {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $code:literal, $summary:literal; )*) => {
+        /// A diagnostic code: `E` for errors, `W` for warnings, then three digits.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Code {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl Code {
+            /// Every code, in numeric order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant),*];
+
+            /// The stable string, e.g. `"E021"`.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $code,)* }
+            }
+
+            /// One line saying what the code means.
+            pub fn summary(self) -> &'static str {
+                match self { $(Code::$variant => $summary,)* }
+            }
+
+            /// The documentation paragraph of the code.
+            pub fn explanation(self) -> &'static str {
+                match self { $(Code::$variant => concat!($($doc, "\n"),*),)* }
+            }
+
+            /// Looks a code up by its string.
+            pub fn parse(s: &str) -> Option<Code> {
+                Code::ALL.iter().copied().find(|c| c.as_str() == s)
+            }
+        }
+    };
+}
+
+codes! {
+    /// The file is not valid YAML (or JSON, for `.json` schema files). The position is
+    /// where the parser gave up; the fault is often just before it.
+    YamlSyntax = "E001", "syntax error";
+    /// A mapping names the same key twice. YAML parsers that silently keep the last
+    /// value hide typos and merge mistakes, so ragloop rejects them.
+    DuplicateKey = "E002", "duplicate key";
+    /// A key the spec format does not define. The message lists the keys allowed there.
+    UnknownKey = "E003", "unknown key";
+    /// A value has the wrong type or is outside its allowed values (for example a
+    /// string where a number is required, or an unknown node `kind`).
+    WrongType = "E004", "wrong type or value";
+    /// A required key is missing.
+    MissingKey = "E005", "missing required key";
+    /// The `version` key is missing or names a format version this ragloop does not know.
+    Version = "E006", "unsupported spec version";
+    /// A file named on the command line or in a spec could not be read.
+    FileUnreadable = "E007", "file cannot be read";
+    /// A file is binary or not valid UTF-8.
+    NotText = "E008", "file is not UTF-8 text";
+    /// A resource limit was hit while loading: the file is too large, nested too
+    /// deeply, or its anchors and aliases expand to too many values.
+    TooLarge = "E009", "input exceeds a loader limit";
+    /// A YAML feature the spec format does not accept: custom tags, several documents
+    /// in one file, non-scalar mapping keys, non-finite numbers.
+    YamlUnsupported = "E010", "unsupported YAML construct";
+
+    /// The `entry` names no node.
+    UnknownEntry = "E020", "entry node does not exist";
+    /// An `edges` key names no node.
+    UnknownEdgeSource = "E021", "edge from an unknown node";
+    /// An edge or branch leads to a node that does not exist (and is not `END`).
+    UnknownEdgeTarget = "E022", "edge to an unknown node";
+    /// A node names a model that is not declared under `models`.
+    UnknownModel = "E023", "unknown model";
+    /// A node names a retriever that is not declared under `retrievers`.
+    UnknownRetriever = "E024", "unknown retriever";
+    /// A `tool` node names a tool that is not declared under `tools`.
+    UnknownTool = "E025", "unknown tool";
+    /// A node has no outgoing edge. Every node needs an entry under `edges`
+    /// (use `END` to stop after it).
+    MissingEdge = "E026", "node has no outgoing edge";
+    /// `END` and `START` are reserved and cannot name a node.
+    ReservedName = "E027", "reserved node name";
+
+    /// A file named by the spec (prompt, schema, corpus) does not exist or cannot be read.
+    MissingFile = "E030", "referenced file not found";
+    /// A referenced path leaves the project root (after resolving `..` and symlinks).
+    PathEscapesRoot = "E031", "path escapes the project root";
+    /// `output.answer` or `output.documents` names a field the state lacks, or
+    /// `output.fallback` names a node that does not exist.
+    UnknownOutput = "E028", "output names an unknown field or node";
+
+    /// A JSON Schema file does not parse as JSON or YAML.
+    SchemaSyntax = "E032", "schema file does not parse";
+    /// A JSON Schema is not a valid schema (it fails the meta-schema or does not compile).
+    InvalidSchema = "E033", "not a valid JSON Schema";
+    /// An initial state value violates the state schema.
+    InitialInvalid = "E034", "initial state violates the state schema";
+    /// `state.initial` or `state.reducers` names a field the state schema lacks.
+    UnknownStateField = "E035", "unknown state field";
+    /// A reducer does not fit its field's type: `append` needs an array, `add` a
+    /// number, `merge` an object.
+    ReducerType = "E036", "reducer does not fit the field type";
+    /// The state schema is not an object schema with `properties`.
+    StateShape = "E037", "state schema is not an object with properties";
+
+    /// A prompt template does not compile.
+    TemplateSyntax = "E040", "template syntax error";
+    /// A template reads a variable that is neither a state field nor a builtin
+    /// available there (`item`, `index` in map nodes; `inputs` names).
+    TemplateUnknownVar = "E041", "template reads an unknown variable";
+    /// A branch predicate does not compile as a minijinja expression.
+    PredicateSyntax = "E042", "predicate syntax error";
+    /// A branch predicate reads a variable that is not a state field.
+    PredicateUnknownVar = "E043", "predicate reads an unknown variable";
+    /// An `update` or `inputs` expression does not compile.
+    ExpressionSyntax = "E044", "expression syntax error";
+    /// An `update` or `inputs` expression reads an unknown variable (`output` is
+    /// available only on nodes that produce one).
+    ExpressionUnknownVar = "E045", "expression reads an unknown variable";
+    /// A node's `update` writes a field the state schema does not define.
+    UnknownWrite = "E046", "node writes a field the state lacks";
+    /// A predicate without variables that is always false: its branch can never be taken.
+    PredicateNeverTrue = "E047", "predicate can never be true";
+
+    /// A branch list has no `else` arm. Without it a state that matches no `when`
+    /// would have nowhere to go.
+    MissingElse = "E050", "branch without else";
+    /// A branch list is malformed: `else` not last, two `else` arms, an arm with both
+    /// or neither of `when`/`else`, or `when` without `to`.
+    BranchShape = "E051", "malformed branch list";
+    /// A node cannot be reached from the entry node.
+    Unreachable = "E052", "unreachable node";
+    /// `END` cannot be reached from a node: once entered, the run could never finish.
+    DeadEnd = "E053", "node cannot reach END";
+    /// A cycle in the graph has no bound: no node on it has `max_visits`, and no branch
+    /// on it tests a counter that a node on it increments. Such a loop is stopped only
+    /// by the global step limit.
+    UnboundedCycle = "E054", "unbounded cycle";
+
+    /// A variant overlay names a path that does not exist in the spec.
+    VariantPath = "E060", "variant patches a missing path";
+
+    /// A node names a task the model's provider does not implement, or leaves out an
+    /// input the task needs.
+    UnsupportedTask = "E070", "task not supported by the provider";
+
+    /// A branch arm after an always-true predicate can never be taken.
+    ShadowedArm = "W001", "branch arm can never be taken";
+}

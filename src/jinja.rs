@@ -1,0 +1,186 @@
+//! The minijinja environment shared by validation and the runtime: prompt templates,
+//! query templates, branch predicates and `update`/`inputs` expressions.
+//!
+//! Rules:
+//! - Strict undefined: reading a missing variable or attribute is an error, never a
+//!   silent empty value or a silent "false" branch. `x is defined` still works.
+//! - No auto-escaping (prompts are plain text), and values are never re-rendered:
+//!   a document that contains `{{` is inserted as text.
+//! - Fuel bounds the work of one evaluation, so a template cannot hang a run.
+//!
+//! Builtins available besides minijinja's standard filters and tests:
+//! - `select_graded(documents, grades, field="binary_score", value="yes")` (filter):
+//!   keeps the documents whose grade has `field == value`. A grade is matched to a
+//!   document by its `document_id` when it has one, else by position. Used for seed
+//!   000's "retain only the documents marked yes".
+//! - `count_graded(grades, field="binary_score", value="yes")` (filter): how many
+//!   grades have `field == value`.
+//! - `cite(document)` (filter): the label to cite a document by: its
+//!   `metadata.source` when present, else its `id`.
+use minijinja::value::Value as JValue;
+use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
+
+/// Fuel (instructions) one template or expression evaluation may use.
+pub const FUEL: u64 = 5_000_000;
+
+/// Names every template can read besides state fields: minijinja's global functions and
+/// ragloop's builtins.
+pub const GLOBAL_NAMES: &[&str] = &["range", "dict", "namespace", "debug", "true", "false", "none", "loop"];
+
+/// Builds the shared environment.
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_fuel(Some(FUEL));
+    env.set_recursion_limit(64);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.set_keep_trailing_newline(true);
+    env.add_filter("select_graded", select_graded);
+    env.add_filter("count_graded", count_graded);
+    env.add_filter("cite", cite);
+    env
+}
+
+fn grade_matches(grade: &JValue, field: &str, value: &JValue) -> bool {
+    grade.get_attr(field).map(|v| &v == value).unwrap_or(false)
+}
+
+fn select_graded(documents: JValue, grades: JValue, field: Option<String>, value: Option<JValue>) -> Result<JValue, Error> {
+    let field = field.unwrap_or_else(|| "binary_score".into());
+    let value = value.unwrap_or_else(|| JValue::from("yes"));
+    let docs: Vec<JValue> = documents.try_iter()?.collect();
+    let grades: Vec<JValue> = grades.try_iter()?.collect();
+    let mut kept = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let id = doc.get_attr("id").ok().filter(|v| !v.is_undefined());
+        let by_id = id.as_ref().and_then(|id| {
+            grades.iter().find(|g| g.get_attr("document_id").ok().is_some_and(|d| !d.is_undefined() && &d == id))
+        });
+        let grade = match by_id {
+            Some(g) => Some(g),
+            None => grades.get(i).filter(|g| g.get_attr("document_id").map(|d| d.is_undefined()).unwrap_or(true)),
+        };
+        if grade.is_some_and(|g| grade_matches(g, &field, &value)) {
+            kept.push(doc.clone());
+        }
+    }
+    if grades.len() > docs.len() * 4 + 64 {
+        return Err(Error::new(ErrorKind::InvalidOperation, "more grades than documents"));
+    }
+    Ok(JValue::from(kept))
+}
+
+fn count_graded(grades: JValue, field: Option<String>, value: Option<JValue>) -> Result<JValue, Error> {
+    let field = field.unwrap_or_else(|| "binary_score".into());
+    let value = value.unwrap_or_else(|| JValue::from("yes"));
+    Ok(JValue::from(grades.try_iter()?.filter(|g| grade_matches(g, &field, &value)).count()))
+}
+
+fn cite(doc: JValue) -> JValue {
+    let source = doc.get_attr("metadata").ok().and_then(|m| m.get_attr("source").ok()).filter(|v| !v.is_undefined() && !v.is_none());
+    source.or_else(|| doc.get_attr("id").ok().filter(|v| !v.is_undefined())).unwrap_or_else(|| JValue::from(""))
+}
+
+/// Finds where identifier `name` is first read inside a template's tags
+/// (`{{ ... }}` or `{% ... %}`). Returns a byte range into `source`.
+pub fn locate_identifier(source: &str, name: &str) -> Option<std::ops::Range<usize>> {
+    let mut pos = 0;
+    while let Some(open_rel) = source[pos..].find(['{']) {
+        let open = pos + open_rel;
+        let rest = &source[open..];
+        let close_pat = if rest.starts_with("{{") {
+            "}}"
+        } else if rest.starts_with("{%") {
+            "%}"
+        } else {
+            pos = open + 1;
+            continue;
+        };
+        let end = source[open + 2..].find(close_pat).map_or(source.len(), |e| open + 2 + e);
+        if let Some(r) = find_word(&source[open + 2..end], name) {
+            return Some(open + 2 + r.start..open + 2 + r.end);
+        }
+        pos = end;
+    }
+    find_word(source, name)
+}
+
+/// First whole-word occurrence of `name` in `text` that is not an attribute (`.name`)
+/// or inside a string literal.
+pub fn find_word(text: &str, name: &str) -> Option<std::ops::Range<usize>> {
+    let bytes = text.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = quote {
+            if b == b'\\' {
+                i += 2;
+                continue;
+            }
+            if b == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' || b == b'\'' {
+            quote = Some(b);
+            i += 1;
+            continue;
+        }
+        if text[i..].starts_with(name)
+            && (i == 0 || (!is_ident(bytes[i - 1]) && bytes[i - 1] != b'.'))
+            && bytes.get(i + name.len()).is_none_or(|&c| !is_ident(c))
+        {
+            return Some(i..i + name.len());
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strict_undefined_fails_predicates() {
+        let env = environment();
+        let e = env.compile_expression("missing > 3").unwrap();
+        assert!(e.eval(json!({})).is_err());
+        let e = env.compile_expression("missing is defined").unwrap();
+        assert_eq!(e.eval(json!({})).unwrap(), JValue::from(false));
+    }
+
+    #[test]
+    fn select_graded_matches_by_id_then_position() {
+        let env = environment();
+        let e = env.compile_expression("documents | select_graded(grades)").unwrap();
+        let state = json!({
+            "documents": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+            "grades": [{"document_id": "c", "binary_score": "yes"}, {"document_id": "a", "binary_score": "no"},
+                       {"document_id": "b", "binary_score": "yes"}]
+        });
+        let v: serde_json::Value = serde_json::to_value(e.eval(state).unwrap()).unwrap();
+        assert_eq!(v, json!([{"id": "b"}, {"id": "c"}]));
+        let e = env.compile_expression("grades | count_graded").unwrap();
+        assert_eq!(e.eval(json!({"grades": [{"binary_score": "yes"}, {"binary_score": "no"}]})).unwrap(), JValue::from(1));
+    }
+
+    #[test]
+    fn documents_are_not_rerendered() {
+        let env = environment();
+        let out = env.render_str("{{ d }}", json!({"d": "{{ secret }} {% if %}"})).unwrap();
+        assert_eq!(out, "{{ secret }} {% if %}");
+    }
+
+    #[test]
+    fn locates_identifiers_in_tags_only() {
+        let src = "question: {{ documents }} and {{ x.question }} {{ question }}";
+        let r = locate_identifier(src, "question").unwrap();
+        assert_eq!(&src[r.start - 3..r.end], "{{ question");
+    }
+}

@@ -1,0 +1,26 @@
+//! # ragloop
+//!
+//! A declarative runtime for agentic RAG graphs. A spec (YAML) names the state, the
+//! models, the retrievers, the nodes and the edges of a graph; prompts live in Jinja
+//! files and structured-output shapes in JSON Schema files.
+//!
+//! The pipeline, one module per stage:
+//!
+//! 1. [`spec`] loads a spec file into typed values that keep the source span of
+//!    every value (`file:line:column`).
+//! 2. [`validate`] runs every static check and returns all findings as
+//!    [`diag::Diagnostic`]s with stable codes.
+//! 3. [`graph`] compiles a validated spec into a petgraph graph and exports it as
+//!    Mermaid or DOT.
+//! 4. [`retrieval`] ingests a corpus into a persistent BM25 index.
+//!
+//! The `ragloop` binary is a thin layer over these modules.
+#![warn(missing_docs)]
+
+pub mod diag;
+pub mod graph;
+pub mod jinja;
+pub mod retrieval;
+pub mod spec;
+pub mod tasks;
+pub mod validate;

@@ -1,0 +1,307 @@
+//! Reading a spec file: bytes → text → YAML with spans → typed [`Spec`].
+use super::source::{FileId, Sources, Span};
+use super::types::{Spec, SPEC_VERSION};
+use super::yaml::{self, escape_segment, Limits, SpanIndex};
+use crate::diag::{Code, Diagnostic};
+use serde_json::Value;
+use std::path::{Component, Path, PathBuf};
+
+/// A spec loaded from a file, with everything needed to locate its values.
+#[derive(Clone, Debug)]
+pub struct LoadedSpec {
+    /// The spec file as named by the user.
+    pub path: PathBuf,
+    /// Its id in the [`Sources`] map.
+    pub file: FileId,
+    /// The spec as a JSON value (variants are applied at this level).
+    pub raw: Value,
+    /// Spans of every value of `raw`.
+    pub spans: SpanIndex,
+    /// The typed spec.
+    pub spec: Spec,
+    /// The project root every path in the spec resolves against (absolute, canonical).
+    pub root: PathBuf,
+    /// The variant applied to produce this spec, if any.
+    pub variant: Option<String>,
+}
+
+impl LoadedSpec {
+    /// Span of the value at a path of segments (or its nearest ancestor).
+    pub fn span<S: AsRef<str>>(&self, segments: &[S]) -> Option<Span> {
+        self.spans.value(&yaml::pointer(segments))
+    }
+
+    /// Span of the key that introduced the value at a path (or the value's span).
+    pub fn key_span<S: AsRef<str>>(&self, segments: &[S]) -> Option<Span> {
+        self.spans.key(&yaml::pointer(segments))
+    }
+
+    /// How to show a path written in the spec: relative to the working directory when
+    /// the spec was named that way, with `.` and `dir/..` steps removed.
+    pub fn shown(&self, rel: &str) -> PathBuf {
+        let dir = self.path.parent().unwrap_or(Path::new(""));
+        let full = dir.join(self.spec.root.as_deref().unwrap_or(".")).join(rel);
+        let mut out: Vec<Component> = Vec::new();
+        for c in full.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                    out.pop();
+                }
+                c => out.push(c),
+            }
+        }
+        out.iter().collect()
+    }
+
+    /// Resolves a path written in the spec against the project root.
+    ///
+    /// # Errors
+    /// [`Code::PathEscapesRoot`] when the path leaves the root (lexically or through a
+    /// symlink), [`Code::MissingFile`] when it does not exist.
+    pub fn resolve(&self, rel: &str, at: Option<Span>) -> Result<PathBuf, Diagnostic> {
+        resolve_under(&self.root, rel, at)
+    }
+}
+
+/// Resolves `rel` under `root` (which must be canonical): see [`LoadedSpec::resolve`].
+///
+/// # Errors
+/// [`Code::PathEscapesRoot`] or [`Code::MissingFile`], located at `at`.
+pub fn resolve_under(root: &Path, rel: &str, at: Option<Span>) -> Result<PathBuf, Diagnostic> {
+    let escapes = || {
+        Diagnostic::new(Code::PathEscapesRoot, format!("path `{rel}` leaves the project root {}", root.display()))
+            .at(at)
+            .help("keep prompts and schemas under the project root (the spec's `root` key, default the spec's directory)")
+    };
+    let rel_path = Path::new(rel);
+    if rel.is_empty() {
+        return Err(Diagnostic::new(Code::MissingFile, "empty file path").at(at));
+    }
+    let mut depth: i64 = 0;
+    for c in rel_path.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => return Err(escapes()),
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+        }
+        if depth < 0 {
+            return Err(escapes());
+        }
+    }
+    let joined = root.join(rel_path);
+    match joined.canonicalize() {
+        Ok(canon) if canon.starts_with(root) => Ok(canon),
+        Ok(_) => Err(escapes()),
+        Err(e) => Err(Diagnostic::new(Code::MissingFile, format!("cannot open `{rel}`: {e}"))
+            .at(at)
+            .help(format!("looked for {}", joined.display()))),
+    }
+}
+
+/// Reads a text file into `sources`, refusing binary, non-UTF-8 and oversized files.
+///
+/// # Errors
+/// [`Code::FileUnreadable`], [`Code::NotText`] or [`Code::TooLarge`]; the diagnostic is
+/// located at `at` (where the file was named) or, for content faults, in the file.
+pub fn read_text(path: &Path, shown: &Path, sources: &mut Sources, at: Option<Span>, max_bytes: usize) -> Result<FileId, Diagnostic> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Diagnostic::new(Code::FileUnreadable, format!("cannot read {}: {e}", shown.display())).at(at))?;
+    if meta.is_dir() {
+        return Err(Diagnostic::new(Code::FileUnreadable, format!("{} is a directory, not a file", shown.display())).at(at));
+    }
+    if meta.len() > max_bytes as u64 {
+        let id = sources.add(shown, "");
+        return Err(Diagnostic::new(
+            Code::TooLarge,
+            format!("{} is {} bytes; the limit is {max_bytes} bytes", shown.display(), meta.len()),
+        )
+        .at(Some(Span::file_start(id))));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Diagnostic::new(Code::FileUnreadable, format!("cannot read {}: {e}", shown.display())).at(at))?;
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            if let Some(pos) = text.find('\0') {
+                let id = sources.add(shown, text.replace('\0', " "));
+                let span = sources.span_of_range(id, pos..pos + 1);
+                return Err(Diagnostic::new(Code::NotText, format!("{} contains a NUL byte: it looks binary", shown.display()))
+                    .at(Some(span)));
+            }
+            Ok(sources.add(shown, text))
+        }
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let id = sources.add(shown, lossy);
+            let span = sources.span_of_range(id, valid..valid + 1);
+            Err(Diagnostic::new(Code::NotText, format!("{} is not valid UTF-8 (byte offset {valid})", shown.display())).at(Some(span)))
+        }
+    }
+}
+
+/// Loads and types a spec file.
+///
+/// # Errors
+/// Every diagnostic found while reading, parsing and typing the file. Type errors are
+/// collected per entry (a bad node does not hide a bad model).
+pub fn load_spec(path: &Path, sources: &mut Sources) -> Result<LoadedSpec, Vec<Diagnostic>> {
+    let limits = Limits::default();
+    let file = read_text(path, path, sources, None, limits.max_bytes).map_err(|d| vec![d])?;
+    let text = sources.get(file).text.clone();
+    let (raw, spans) = yaml::parse(&text, file, &limits)?;
+    let spec = typed(&raw, &spans, file)?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let root_rel = spec.root.as_deref().unwrap_or(".");
+    let root = dir.join(root_rel).canonicalize().map_err(|e| {
+        vec![Diagnostic::new(Code::MissingFile, format!("project root `{root_rel}` cannot be opened: {e}"))
+            .at(spans.value("/root").or(Some(Span::file_start(file))))]
+    })?;
+    Ok(LoadedSpec { path: path.to_path_buf(), file, raw, spans, spec, root, variant: None })
+}
+
+/// Types a raw spec value. Used for the base spec and for each variant's merged spec.
+///
+/// # Errors
+/// Version and typing diagnostics, located through `spans`.
+pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<Diagnostic>> {
+    let Some(obj) = raw.as_object() else {
+        return Err(vec![Diagnostic::new(Code::WrongType, "a spec must be a mapping at the top level")
+            .at(spans.value("").or(Some(Span::file_start(file))))]);
+    };
+    match obj.get("version") {
+        None => {
+            return Err(vec![Diagnostic::new(Code::Version, "missing `version` key")
+                .at(Some(Span::file_start(file)))
+                .help(format!("start the spec with `version: {SPEC_VERSION}`"))])
+        }
+        Some(v) if v.as_u64() != Some(SPEC_VERSION as u64) => {
+            return Err(vec![Diagnostic::new(
+                Code::Version,
+                format!("spec version {v} is not supported; this ragloop reads version {SPEC_VERSION}"),
+            )
+            .at(spans.value("/version"))])
+        }
+        _ => {}
+    }
+    let mut work = raw.clone();
+    let mut diags = Vec::new();
+    for _ in 0..64 {
+        match serde_path_to_error::deserialize::<_, Spec>(&work) {
+            Ok(spec) => {
+                return if diags.is_empty() { Ok(spec) } else { Err(diags) };
+            }
+            Err(err) => {
+                let segments: Vec<String> = err
+                    .path()
+                    .iter()
+                    .filter_map(|s| match s {
+                        serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                        serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+                        serde_path_to_error::Segment::Enum { variant } => Some(variant.clone()),
+                        serde_path_to_error::Segment::Unknown => None,
+                    })
+                    .collect();
+                let (diag, cut) = classify(err.inner().to_string(), &segments, spans);
+                diags.push(diag.at_default(file));
+                // Drop the faulty entry and retry, to find faults in the other entries.
+                if !cut_entry(&mut work, &segments, cut) {
+                    return Err(diags);
+                }
+            }
+        }
+    }
+    Err(diags)
+}
+
+trait AtDefault {
+    fn at_default(self, file: FileId) -> Self;
+}
+
+impl AtDefault for Diagnostic {
+    fn at_default(mut self, file: FileId) -> Self {
+        if self.span.is_none() {
+            self.span = Some(Span::file_start(file));
+        }
+        self
+    }
+}
+
+/// Turns a serde message into a diagnostic, and the name of the unknown key when the
+/// fault is one.
+fn classify(msg: String, segments: &[String], spans: &SpanIndex) -> (Diagnostic, Option<String>) {
+    let ptr = yaml::pointer(segments);
+    let place = describe(segments);
+    if let Some(rest) = msg.strip_prefix("unknown field `") {
+        let field = rest.split('`').next().unwrap_or("");
+        // serde_path_to_error's path stops at the map holding the unknown key.
+        let key_ptr = format!("{ptr}/{}", escape_segment(field));
+        let expected = rest.split_once(", expected ").map(|(_, e)| e.to_string());
+        let at = if spans.get(&key_ptr).is_some() { spans.key(&key_ptr) } else { spans.value(&ptr) };
+        let mut d = Diagnostic::new(Code::UnknownKey, format!("unknown key `{field}` in {place}")).at(at);
+        if let Some(e) = expected {
+            d = d.help(format!("expected {e}"));
+        }
+        return (d, Some(field.to_string()));
+    }
+    if let Some(rest) = msg.strip_prefix("missing field `") {
+        let field = rest.split('`').next().unwrap_or("");
+        return (
+            Diagnostic::new(Code::MissingKey, format!("{place} is missing required key `{field}`")).at(spans.key(&ptr)),
+            None,
+        );
+    }
+    let text = if msg.contains("untagged enum Edge") {
+        "expected a node name (or END), or a list of `when`/`to` arms ending in an `else` arm".to_string()
+    } else if msg.contains("untagged enum TemplateSource") {
+        "expected inline template text or `{file: path}`".to_string()
+    } else if msg.contains("untagged enum SchemaRef") {
+        "expected a schema file path or an inline schema mapping".to_string()
+    } else {
+        msg
+    };
+    (Diagnostic::new(Code::WrongType, format!("{place}: {text}")).at(spans.value(&ptr)), None)
+}
+
+fn describe(segments: &[String]) -> String {
+    if segments.is_empty() {
+        "the spec".to_string()
+    } else {
+        format!("`{}`", segments.join("."))
+    }
+}
+
+/// Removes the entry at fault from `work` so typing can go on: the unknown key
+/// itself, else the named entry of a section (`nodes.X`, `models.X`, ...), else an
+/// optional top-level key. Returns false when nothing could be removed.
+fn cut_entry(work: &mut Value, segments: &[String], unknown: Option<String>) -> bool {
+    if let Some(key) = unknown {
+        let mut cur = &mut *work;
+        for s in segments {
+            cur = match cur {
+                Value::Object(m) => match m.get_mut(s) {
+                    Some(v) => v,
+                    None => return false,
+                },
+                Value::Array(a) => match s.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {
+                    Some(v) => v,
+                    None => return false,
+                },
+                _ => return false,
+            };
+        }
+        return cur.as_object_mut().is_some_and(|m| m.shift_remove(&key).is_some());
+    }
+    let sections = ["models", "retrievers", "tools", "nodes", "edges", "variants"];
+    if segments.len() >= 2 && sections.contains(&segments[0].as_str()) {
+        return work
+            .get_mut(&segments[0])
+            .and_then(Value::as_object_mut)
+            .is_some_and(|m| m.shift_remove(&segments[1]).is_some());
+    }
+    match segments.first().map(String::as_str) {
+        Some(k @ ("description" | "root" | "limits")) => work.as_object_mut().is_some_and(|m| m.shift_remove(k).is_some()),
+        _ => false,
+    }
+}

@@ -1,0 +1,9 @@
+//! Loading specs: YAML with source spans, typed into [`Spec`], variants applied.
+pub mod load;
+pub mod overlay;
+pub mod source;
+pub mod types;
+pub mod yaml;
+
+pub use load::{load_spec, LoadedSpec};
+pub use types::*;

@@ -1,0 +1,517 @@
+//! The only YAML parser of the project: saphyr-parser events turned into a
+//! `serde_json::Value` plus a [`SpanIndex`] that maps each value's JSON pointer to its
+//! source span.
+//!
+//! Rules (the spec format's YAML dialect):
+//! - YAML 1.2 core schema for plain scalars: only `true`/`false` (any case variant the
+//!   core schema allows) are booleans, so `yes`, `no`, `on`, `off` stay strings.
+//! - Duplicate keys are an error ([`Code::DuplicateKey`]); keys must be scalars.
+//! - Anchors and aliases are expanded, with a cap on the total number of values
+//!   ([`Limits::max_values`]) so an "aliases bomb" fails fast instead of exhausting memory.
+//! - One document per file; custom tags are refused.
+use super::source::{FileId, Span};
+use crate::diag::{Code, Diagnostic};
+use saphyr_parser::{Event, Parser, ScalarStyle, Span as YSpan};
+use serde_json::{Map, Number, Value};
+use std::collections::HashMap;
+
+/// Loader limits: exceeding one gives [`Code::TooLarge`].
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest accepted input, in bytes (default 2 MiB).
+    pub max_bytes: usize,
+    /// Deepest accepted nesting of sequences and mappings (default 64).
+    pub max_depth: usize,
+    /// Most values after alias expansion (default 200 000).
+    pub max_values: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bytes: 2 * 1024 * 1024, max_depth: 64, max_values: 200_000 }
+    }
+}
+
+/// Spans of one value: the value itself and, for mapping entries, the key.
+#[derive(Clone, Copy, Debug)]
+pub struct ValueSpans {
+    /// Span of the key that introduced the value (None for the root and sequence items).
+    pub key: Option<Span>,
+    /// Span of the value.
+    pub value: Span,
+}
+
+/// JSON pointer (RFC 6901, e.g. `/nodes/grade/kind`) to spans.
+#[derive(Clone, Debug, Default)]
+pub struct SpanIndex {
+    map: HashMap<String, ValueSpans>,
+}
+
+/// Escapes one JSON pointer segment (`~` → `~0`, `/` → `~1`).
+pub fn escape_segment(seg: &str) -> String {
+    seg.replace('~', "~0").replace('/', "~1")
+}
+
+/// Builds a JSON pointer from segments.
+pub fn pointer<S: AsRef<str>>(segments: &[S]) -> String {
+    let mut p = String::new();
+    for s in segments {
+        p.push('/');
+        p.push_str(&escape_segment(s.as_ref()));
+    }
+    p
+}
+
+impl SpanIndex {
+    /// Spans recorded at exactly this pointer.
+    pub fn get(&self, ptr: &str) -> Option<&ValueSpans> {
+        self.map.get(ptr)
+    }
+
+    /// Span of the value at `ptr`, or of its nearest recorded ancestor.
+    pub fn value(&self, ptr: &str) -> Option<Span> {
+        let mut p = ptr;
+        loop {
+            if let Some(s) = self.map.get(p) {
+                return Some(s.value);
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => return None,
+            }
+        }
+    }
+
+    /// Span of the key that introduced `ptr`, falling back to [`SpanIndex::value`].
+    pub fn key(&self, ptr: &str) -> Option<Span> {
+        match self.map.get(ptr) {
+            Some(ValueSpans { key: Some(k), .. }) => Some(*k),
+            _ => self.value(ptr),
+        }
+    }
+
+    /// Records spans for a pointer (used by variant overlays to move spans).
+    pub fn insert(&mut self, ptr: String, spans: ValueSpans) {
+        self.map.insert(ptr, spans);
+    }
+
+    /// Copies every entry of `other` found under `from` to the same relative place
+    /// under `to`, replacing what `self` had under `to`.
+    pub fn graft(&mut self, to: &str, other: &SpanIndex, from: &str, key: Option<Span>) {
+        let prefix = format!("{to}/");
+        self.map.retain(|k, _| k != to && !k.starts_with(&prefix));
+        let from_prefix = format!("{from}/");
+        for (k, v) in &other.map {
+            if k == from {
+                self.map.insert(to.to_string(), ValueSpans { key: key.or(v.key), value: v.value });
+            } else if let Some(rest) = k.strip_prefix(&from_prefix) {
+                self.map.insert(format!("{to}/{rest}"), *v);
+            }
+        }
+    }
+}
+
+/// A parsed YAML node with its span, before conversion to JSON.
+#[derive(Clone, Debug)]
+struct Node {
+    kind: Kind,
+    span: Span,
+    size: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Scalar(Value),
+    Seq(Vec<Node>),
+    Map(Vec<(String, Span, Node)>),
+}
+
+enum Frame {
+    Seq { items: Vec<Node>, start: Span, anchor: usize },
+    Map { entries: Vec<(String, Span, Node)>, key: Option<(String, Span)>, start: Span, anchor: usize },
+}
+
+fn conv_span(file: FileId, s: YSpan) -> Span {
+    Span {
+        file,
+        line: s.start.line() as u32,
+        col: s.start.col() as u32 + 1,
+        end_line: s.end.line() as u32,
+        end_col: s.end.col() as u32 + 1,
+    }
+}
+
+/// Parses YAML text into a JSON value and the spans of every value.
+///
+/// # Errors
+/// Every problem found, as diagnostics located in `file`: syntax ([`Code::YamlSyntax`]),
+/// duplicate keys, unsupported constructs and limits. Parsing stops at the first
+/// syntax error or limit; duplicate keys are all reported.
+pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
+    if text.len() > limits.max_bytes {
+        return Err(vec![Diagnostic::new(
+            Code::TooLarge,
+            format!("file is {} bytes; the limit is {} bytes", text.len(), limits.max_bytes),
+        )
+        .at(Some(Span::file_start(file)))]);
+    }
+    let mut diags = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    let mut root: Option<Node> = None;
+    let mut documents = 0usize;
+    let mut total = 0usize;
+
+    for ev in Parser::new_from_str(text) {
+        let (event, yspan) = match ev {
+            Ok(e) => e,
+            Err(err) => {
+                let m = err.marker();
+                diags.push(
+                    Diagnostic::new(Code::YamlSyntax, format!("YAML syntax error: {}", err.info()))
+                        .at(Some(Span::point(file, m.line() as u32, m.col() as u32 + 1))),
+                );
+                return Err(diags);
+            }
+        };
+        let span = conv_span(file, yspan);
+        let node = match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    diags.push(
+                        Diagnostic::new(Code::YamlUnsupported, "a spec file holds one YAML document; found a second one")
+                            .at(Some(span)),
+                    );
+                    return Err(diags);
+                }
+                continue;
+            }
+            Event::SequenceStart(anchor, tag) => {
+                check_tag(tag.as_deref(), &["seq"], span, &mut diags);
+                if stack.len() >= limits.max_depth {
+                    return Err(too_deep(limits, span, diags));
+                }
+                stack.push(Frame::Seq { items: Vec::new(), start: span, anchor });
+                continue;
+            }
+            Event::MappingStart(anchor, tag) => {
+                check_tag(tag.as_deref(), &["map"], span, &mut diags);
+                if stack.len() >= limits.max_depth {
+                    return Err(too_deep(limits, span, diags));
+                }
+                stack.push(Frame::Map { entries: Vec::new(), key: None, start: span, anchor });
+                continue;
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq { items, start, anchor }) => {
+                    let size = 1 + items.iter().map(|n| n.size).sum::<usize>();
+                    let node = Node { kind: Kind::Seq(items), span: join(start, span), size };
+                    remember(&mut anchors, anchor, &node);
+                    node
+                }
+                _ => continue,
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map { entries, start, anchor, .. }) => {
+                    let size = 1 + entries.iter().map(|(_, _, n)| n.size).sum::<usize>();
+                    let node = Node { kind: Kind::Map(entries), span: join(start, span), size };
+                    remember(&mut anchors, anchor, &node);
+                    node
+                }
+                _ => continue,
+            },
+            Event::Alias(id) => match anchors.get(&id) {
+                Some(n) => {
+                    let mut n = n.clone();
+                    n.span = span;
+                    n
+                }
+                None => {
+                    diags.push(Diagnostic::new(Code::YamlSyntax, "alias refers to an unknown anchor").at(Some(span)));
+                    return Err(diags);
+                }
+            },
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = match resolve_scalar(&text, style, tag.as_deref(), span, &mut diags) {
+                    Some(v) => v,
+                    None => Value::Null,
+                };
+                let node = Node { kind: Kind::Scalar(value), span, size: 1 };
+                remember(&mut anchors, anchor, &node);
+                node
+            }
+        };
+        total += node.size;
+        if total > limits.max_values {
+            diags.push(
+                Diagnostic::new(
+                    Code::TooLarge,
+                    format!("the document expands to more than {} values (anchors and aliases included)", limits.max_values),
+                )
+                .at(Some(span)),
+            );
+            return Err(diags);
+        }
+        // Attach the finished node to its parent.
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map { entries, key, .. }) => match key.take() {
+                None => match &node.kind {
+                    Kind::Scalar(v) => {
+                        let k = match v {
+                            Value::String(s) => s.clone(),
+                            Value::Null => "null".to_string(),
+                            other => other.to_string(),
+                        };
+                        if let Some((_, first, _)) = entries.iter().find(|(ek, _, _)| *ek == k) {
+                            diags.push(
+                                Diagnostic::new(Code::DuplicateKey, format!("duplicate key `{k}`"))
+                                    .at(Some(node.span))
+                                    .label(Some(*first), "first defined here"),
+                            );
+                            *key = Some((format!("\u{0}dup{}", entries.len()), node.span));
+                        } else {
+                            *key = Some((k, node.span));
+                        }
+                    }
+                    _ => {
+                        diags.push(
+                            Diagnostic::new(Code::YamlUnsupported, "mapping keys must be scalars (strings)")
+                                .at(Some(node.span)),
+                        );
+                        *key = Some((format!("\u{0}bad{}", entries.len()), node.span));
+                    }
+                },
+                Some((k, kspan)) => entries.push((k, kspan, node)),
+            },
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let root = match root {
+        Some(r) => r,
+        None => {
+            return Err(vec![Diagnostic::new(Code::YamlSyntax, "the file is empty: expected a mapping")
+                .at(Some(Span::file_start(file)))])
+        }
+    };
+    let mut index = SpanIndex::default();
+    let value = to_json(root, String::new(), None, &mut index);
+    Ok((value, index))
+}
+
+fn too_deep(limits: &Limits, span: Span, mut diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
+    diags.push(
+        Diagnostic::new(Code::TooLarge, format!("nesting deeper than {} levels", limits.max_depth)).at(Some(span)),
+    );
+    diags
+}
+
+fn remember(anchors: &mut HashMap<usize, Node>, anchor: usize, node: &Node) {
+    if anchor > 0 {
+        anchors.insert(anchor, node.clone());
+    }
+}
+
+fn join(start: Span, end: Span) -> Span {
+    Span { end_line: end.end_line, end_col: end.end_col, ..start }
+}
+
+fn check_tag(tag: Option<&saphyr_parser::Tag>, allowed: &[&str], span: Span, diags: &mut Vec<Diagnostic>) {
+    if let Some(tag) = tag {
+        let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
+        if !(core && allowed.contains(&tag.suffix.as_str())) {
+            diags.push(
+                Diagnostic::new(Code::YamlUnsupported, format!("unsupported tag `{}{}`", tag.handle, tag.suffix))
+                    .at(Some(span)),
+            );
+        }
+    }
+}
+
+fn resolve_scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&saphyr_parser::Tag>,
+    span: Span,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Value> {
+    if let Some(tag) = tag {
+        let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
+        let forced = match (core, tag.suffix.as_str()) {
+            (true, "str") => Some(Value::String(text.to_string())),
+            (true, "int" | "float" | "bool" | "null") => match plain_scalar(text) {
+                v @ (Value::Number(_) | Value::Bool(_) | Value::Null) => Some(v),
+                _ => None,
+            },
+            _ => None,
+        };
+        if forced.is_none() {
+            diags.push(
+                Diagnostic::new(Code::YamlUnsupported, format!("unsupported tag `{}{}` on `{text}`", tag.handle, tag.suffix))
+                    .at(Some(span)),
+            );
+        }
+        return forced;
+    }
+    if style != ScalarStyle::Plain {
+        return Some(Value::String(text.to_string()));
+    }
+    let v = plain_scalar(text);
+    if let Value::String(s) = &v {
+        if matches!(s.as_str(), ".inf" | ".Inf" | ".INF" | "-.inf" | "+.inf" | ".nan" | ".NaN" | ".NAN") {
+            diags.push(
+                Diagnostic::new(Code::YamlUnsupported, format!("`{s}` is not a finite number; specs use JSON numbers"))
+                    .at(Some(span)),
+            );
+        }
+    }
+    Some(v)
+}
+
+/// Resolves a plain scalar with the YAML 1.2 core schema.
+fn plain_scalar(s: &str) -> Value {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(i) = s.parse::<i64>() {
+            return Value::Number(i.into());
+        }
+        if let Ok(u) = s.trim_start_matches('+').parse::<u64>() {
+            return Value::Number(u.into());
+        }
+    }
+    if let Some(hex) = s.strip_prefix("0x") {
+        if let Ok(i) = i64::from_str_radix(hex, 16) {
+            return Value::Number(i.into());
+        }
+    }
+    if let Some(oct) = s.strip_prefix("0o") {
+        if let Ok(i) = i64::from_str_radix(oct, 8) {
+            return Value::Number(i.into());
+        }
+    }
+    if looks_like_float(s) {
+        if let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64) {
+            return Value::Number(n);
+        }
+    }
+    Value::String(s.to_string())
+}
+
+/// `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`
+fn looks_like_float(s: &str) -> bool {
+    let b = s.strip_prefix(['-', '+']).unwrap_or(s).as_bytes();
+    let mut i = 0;
+    let int_digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    i += int_digits;
+    let mut frac_digits = 0;
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        frac_digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        i += frac_digits;
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return false;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+            i += 1;
+        }
+        let exp = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if exp == 0 {
+            return false;
+        }
+        i += exp;
+    }
+    i == b.len()
+}
+
+fn to_json(node: Node, ptr: String, key: Option<Span>, index: &mut SpanIndex) -> Value {
+    index.map.insert(ptr.clone(), ValueSpans { key, value: node.span });
+    match node.kind {
+        Kind::Scalar(v) => v,
+        Kind::Seq(items) => Value::Array(
+            items.into_iter().enumerate().map(|(i, n)| to_json(n, format!("{ptr}/{i}"), None, index)).collect(),
+        ),
+        Kind::Map(entries) => {
+            let mut map = Map::new();
+            for (k, kspan, n) in entries {
+                let child = format!("{ptr}/{}", escape_segment(&k));
+                let v = to_json(n, child, Some(kspan), index);
+                map.insert(k, v);
+            }
+            Value::Object(map)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
+        parse(text, FileId(0), &Limits::default())
+    }
+
+    #[test]
+    fn yaml_11_booleans_stay_strings() {
+        let (v, _) = p("a: yes\nb: no\nc: off\nd: true\ne: 'true'\nf: 1.5\ng: 07\nh: null\n").unwrap();
+        assert_eq!(v["a"], "yes");
+        assert_eq!(v["b"], "no");
+        assert_eq!(v["c"], "off");
+        assert_eq!(v["d"], true);
+        assert_eq!(v["e"], "true");
+        assert_eq!(v["f"], 1.5);
+        assert_eq!(v["g"], 7);
+        assert!(v["h"].is_null());
+    }
+
+    #[test]
+    fn spans_point_at_keys_and_values() {
+        let (_, idx) = p("nodes:\n  grade:\n    kind: llm\n").unwrap();
+        let s = idx.get("/nodes/grade/kind").unwrap();
+        assert_eq!((s.key.unwrap().line, s.key.unwrap().col), (3, 5));
+        assert_eq!((s.value.line, s.value.col), (3, 11));
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors() {
+        let e = p("a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!(e[0].code, Code::DuplicateKey);
+        assert_eq!(e[0].span.unwrap().line, 3);
+    }
+
+    #[test]
+    fn alias_bomb_is_stopped() {
+        let mut s = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            s.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
+        }
+        let e = p(&s).unwrap_err();
+        assert_eq!(e[0].code, Code::TooLarge);
+    }
+
+    #[test]
+    fn deep_nesting_is_stopped() {
+        let s = "[".repeat(100_000);
+        let e = p(&s).unwrap_err();
+        assert_eq!(e[0].code, Code::TooLarge);
+    }
+
+    #[test]
+    fn floats_and_pointer_escapes() {
+        assert!(looks_like_float("1e5") && looks_like_float("-.5") && !looks_like_float("1e") && !looks_like_float("."));
+        assert_eq!(pointer(&["a/b", "c~d"]), "/a~1b/c~0d");
+    }
+}

@@ -1,0 +1,220 @@
+//! Graph checks: every node reachable from the entry, END reachable from every node,
+//! every cycle bounded.
+//!
+//! A cycle is bounded when a node on it has `max_visits`, or when it passes through
+//! a node that increments a counter field and through a branch whose predicate
+//! compares that counter (`iteration_count >= max_iterations`,
+//! `context_history | length > 5`). A counter is a field that a node updates with the
+//! `add` reducer and a positive number, with `field + N` (N ≥ 1), or with the `append`
+//! reducer. Seed 004's `grade_answer -> generate` retry passes through no counter
+//! update, so it is unbounded; graphs/crag.yaml bounds it.
+use crate::diag::{Code, Diagnostic};
+use crate::graph::analysis::{find_cycle, reachable_from, reaching};
+use crate::graph::Topology;
+use crate::spec::types::{Edge, Reducer};
+use crate::spec::LoadedSpec;
+use petgraph::graph::NodeIndex;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Most counters considered at once (the check is exponential in this number).
+const MAX_COUNTERS: usize = 8;
+
+pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
+    let spec = &ls.spec;
+    let topo = Topology::build(spec);
+    let Some(entry) = topo.entry else { return };
+    let from_entry = reachable_from(&topo.graph, entry);
+    let to_end = reaching(&topo.graph, topo.end);
+    for (name, &ix) in &topo.index {
+        if !from_entry[ix.index()] {
+            diags.push(
+                Diagnostic::new(Code::Unreachable, format!("node `{name}` cannot be reached from the entry node `{}`", spec.entry))
+                    .at(ls.key_span(&["nodes", name]))
+                    .help("add an edge to it, or remove it"),
+            );
+        } else if !to_end[ix.index()] {
+            diags.push(
+                Diagnostic::new(Code::DeadEnd, format!("END cannot be reached from node `{name}`: a run that enters it never finishes"))
+                    .at(ls.key_span(&["edges", name]))
+                    .help("give its loop an exit: a branch arm to END or to a node that reaches END"),
+            );
+        }
+    }
+    if let Some(cycle) = unbounded_cycle(ls, &topo) {
+        let names: Vec<&str> = cycle.iter().map(|&ix| topo.name(ix)).collect();
+        let closing = closing_edge(&topo, &cycle);
+        let mut path = names.join(" -> ");
+        path.push_str(" -> ");
+        path.push_str(names[0]);
+        diags.push(
+            Diagnostic::new(Code::UnboundedCycle, format!("unbounded cycle {path}: nothing on it limits how often it repeats"))
+                .at(closing.and_then(|ptr| ls.spans.value(&ptr)).or(ls.key_span(&["nodes", names[0]])))
+                .help("set `max_visits` on a node of the cycle, or route out of it on a counter that a node of the cycle increments"),
+        );
+    }
+}
+
+/// The pointer of the edge that leads from the cycle's last node back to its first.
+fn closing_edge(topo: &Topology, cycle: &[NodeIndex]) -> Option<String> {
+    let (&last, &first) = (cycle.last()?, cycle.first()?);
+    topo.graph.edges_connecting(last, first).next().map(|e| e.weight().ptr.clone())
+}
+
+/// Finds a cycle that no bound covers (see the module docs).
+pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<NodeIndex>> {
+    let spec = &ls.spec;
+    let n = topo.graph.node_count();
+    let mut removed = vec![false; n];
+    removed[topo.end.index()] = true;
+    for (name, &ix) in &topo.index {
+        if spec.nodes[name].max_visits().is_some() {
+            removed[ix.index()] = true;
+        }
+    }
+    // counter field -> (nodes incrementing it, branch nodes testing it)
+    let mut counters: BTreeMap<String, (Vec<NodeIndex>, Vec<NodeIndex>)> = BTreeMap::new();
+    for (name, node) in &spec.nodes {
+        let ix = topo.index[name];
+        for (field, expr) in node.update() {
+            let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
+            if increments(field, expr, reducer) {
+                counters.entry(field.clone()).or_default().0.push(ix);
+            }
+        }
+    }
+    for (from, edge) in &spec.edges {
+        let (Edge::Branch(arms), Some(&ix)) = (edge, topo.index.get(from)) else { continue };
+        for arm in arms {
+            if let Some(when) = &arm.when {
+                for field in compared_fields(when) {
+                    if let Some(entry) = counters.get_mut(&field) {
+                        entry.1.push(ix);
+                    }
+                }
+            }
+        }
+    }
+    let usable: Vec<&(Vec<NodeIndex>, Vec<NodeIndex>)> =
+        counters.values().filter(|(inc, guard)| !inc.is_empty() && !guard.is_empty()).take(MAX_COUNTERS).collect();
+    // A cycle is unbounded iff, for some choice per counter of "avoids its
+    // incrementers" or "avoids its guards", it survives removing the chosen sets.
+    for choice in 0u32..(1u32 << usable.len()) {
+        let mut r = removed.clone();
+        for (i, (inc, guard)) in usable.iter().enumerate() {
+            let set = if choice & (1 << i) == 0 { inc } else { guard };
+            for ix in set {
+                r[ix.index()] = true;
+            }
+        }
+        if let Some(c) = find_cycle(&topo.graph, &r) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// Whether an update of `field` by `expr` under `reducer` strictly grows a counter.
+fn increments(field: &str, expr: &Value, reducer: Reducer) -> bool {
+    match reducer {
+        Reducer::Append => true,
+        Reducer::Add => match expr {
+            Value::Number(n) => n.as_f64().is_some_and(|x| x > 0.0),
+            Value::String(s) => s.trim().parse::<f64>().is_ok_and(|x| x > 0.0),
+            _ => false,
+        },
+        Reducer::Replace => {
+            let Value::String(s) = expr else { return false };
+            let toks = tokens(s);
+            let t: Vec<&str> = toks.iter().map(String::as_str).collect();
+            let positive = |x: &str| x.parse::<f64>().is_ok_and(|v| v > 0.0);
+            matches!(t.as_slice(), [f, "+", n] if *f == field && positive(n))
+                || matches!(t.as_slice(), [n, "+", f] if *f == field && positive(n))
+        }
+        Reducer::Merge => false,
+    }
+}
+
+/// Fields a predicate compares with an order or equality operator (`>=`, `>`, `<=`,
+/// `<`, `==`), on either side, optionally through `| length`.
+pub(crate) fn compared_fields(pred: &str) -> Vec<String> {
+    let t = tokens(pred);
+    let mut out = Vec::new();
+    let is_ident = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    for i in 0..t.len() {
+        if !is_ident(&t[i]) || (i > 0 && t[i - 1] == ".") {
+            continue;
+        }
+        let mut j = i + 1;
+        if t.get(j).map(String::as_str) == Some("|") && t.get(j + 1).map(String::as_str) == Some("length") {
+            j += 2;
+        }
+        let after = t.get(j).map(String::as_str);
+        let before = if i > 0 { Some(t[i - 1].as_str()) } else { None };
+        let cmp = |s: Option<&str>| matches!(s, Some(">=" | ">" | "==" | "<=" | "<"));
+        if cmp(after) || cmp(before) {
+            out.push(t[i].clone());
+        }
+    }
+    out
+}
+
+/// A small tokenizer for predicate analysis: identifiers, numbers, strings (kept
+/// whole) and operators.
+fn tokens(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || (chars[i] == '.' && chars[start].is_ascii_digit())) {
+                i += 1;
+            }
+            out.push(chars[start..i].iter().collect());
+        } else if c == '"' || c == '\'' {
+            let start = i;
+            i += 1;
+            while i < chars.len() && chars[i] != c {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(chars.len());
+            out.push(chars[start..i].iter().collect());
+        } else {
+            let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+            if matches!(two.as_str(), ">=" | "<=" | "==" | "!=") {
+                out.push(two);
+                i += 2;
+            } else {
+                out.push(c.to_string());
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn recognises_counters_and_guards() {
+        assert!(increments("n", &json!("n + 1"), Reducer::Replace));
+        assert!(increments("n", &json!("1+n"), Reducer::Replace));
+        assert!(!increments("n", &json!("n - 1"), Reducer::Replace));
+        assert!(!increments("n", &json!("m + 1"), Reducer::Replace));
+        assert!(increments("n", &json!(1), Reducer::Add));
+        assert!(!increments("n", &json!(-1), Reducer::Add));
+        assert!(increments("h", &json!("'x'"), Reducer::Append));
+        assert_eq!(compared_fields("iteration_count >= max_iterations"), vec!["iteration_count"]);
+        assert_eq!(compared_fields("3 <= iterations and not grounded"), vec!["iterations"]);
+        assert_eq!(compared_fields("history | length > 5"), vec!["history"]);
+        assert!(compared_fields("a.b >= 3").contains(&"a".to_string()));
+        assert!(compared_fields("not relevant").is_empty());
+    }
+}

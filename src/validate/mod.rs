@@ -1,0 +1,93 @@
+//! Static checks: everything `ragloop validate` verifies before any LLM call.
+//!
+//! Stages, as in Vector's `validate`: load (YAML, types) → references → files and
+//! schemas → templates, predicates and expressions → graph (reachability, END,
+//! cycles) → every variant's merged spec through the same checks. Each stage collects
+//! all of its findings; the graph stage runs only when references resolved, so one
+//! typo does not cascade into a page of follow-on errors.
+mod graph;
+mod refs;
+mod schemas;
+mod templates;
+
+pub use schemas::{load_schema, LoadedSchema};
+
+use crate::diag::{sort_dedup, Diagnostic};
+use crate::spec::source::Sources;
+use crate::spec::{load_spec, overlay, LoadedSpec};
+use indexmap::IndexMap;
+use serde_json::Value;
+use std::path::Path;
+
+/// What to check besides the spec's own files.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Skip checks of the environment (corpus directories exist). For CI machines
+    /// that validate specs without the data.
+    pub no_environment: bool,
+}
+
+/// Result of validating one spec file.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The loaded base spec, when it loaded.
+    pub spec: Option<LoadedSpec>,
+    /// Every finding, sorted by place, base spec and variants together.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Outcome {
+    /// True when no finding is an error.
+    pub fn is_valid(&self) -> bool {
+        !self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Loads a spec file and runs every check on it and on each variant's merged spec.
+pub fn validate_file(path: &Path, sources: &mut Sources, opts: &Options) -> Outcome {
+    let loaded = match load_spec(path, sources) {
+        Ok(l) => l,
+        Err(mut diagnostics) => {
+            sort_dedup(&mut diagnostics);
+            return Outcome { spec: None, diagnostics };
+        }
+    };
+    let mut diagnostics = check(&loaded, sources, opts);
+    for name in loaded.spec.variants.keys() {
+        match overlay::apply(&loaded, name) {
+            Ok(merged) => {
+                for mut d in check(&merged, sources, opts) {
+                    d.variant.get_or_insert_with(|| name.clone());
+                    diagnostics.push(d);
+                }
+            }
+            Err(ds) => diagnostics.extend(ds),
+        }
+    }
+    // A fault of the base spec shows up again in every variant: keep it once.
+    let base: std::collections::HashSet<_> =
+        diagnostics.iter().filter(|d| d.variant.is_none()).map(|d| (d.code, d.span, d.message.clone())).collect();
+    diagnostics.retain(|d| d.variant.is_none() || !base.contains(&(d.code, d.span, d.message.clone())));
+    sort_dedup(&mut diagnostics);
+    Outcome { spec: Some(loaded), diagnostics }
+}
+
+/// Facts about the state that several checks need.
+pub(crate) struct StateInfo {
+    /// Field name → its property schema (`Value::Bool(true)` when the schema is unknown).
+    pub fields: IndexMap<String, Value>,
+    /// Whether the state schema loaded; when it did not, field checks are skipped.
+    pub known: bool,
+}
+
+/// Runs every check on one (base or merged) spec.
+pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let refs_ok = refs::check(spec, opts, &mut diags);
+    let state = schemas::check(spec, sources, &mut diags);
+    templates::check(spec, &state, sources, &mut diags);
+    if refs_ok {
+        graph::check(spec, &mut diags);
+    }
+    diags
+}

@@ -1,0 +1,296 @@
+//! Names and references: entry, edge ends, models, retrievers, tools, reserved
+//! names, branch shape, node-kind field rules, provider tasks, corpus directories.
+use super::Options;
+use crate::diag::{Code, Diagnostic};
+use crate::graph::END;
+use crate::spec::types::{Edge, NodeSpec, Provider, ToolSpec};
+use crate::spec::LoadedSpec;
+use crate::tasks;
+
+/// Runs the reference checks. Returns true when the graph checks can run (entry and
+/// every edge end resolve, branches are well formed).
+pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>) -> bool {
+    let spec = &ls.spec;
+    let before = diags.len();
+    let is_target = |name: &str| name == END || spec.nodes.contains_key(name);
+
+    for name in spec.nodes.keys() {
+        if name == END || name == "START" {
+            diags.push(
+                Diagnostic::new(Code::ReservedName, format!("`{name}` is reserved and cannot name a node"))
+                    .at(ls.key_span(&["nodes", name])),
+            );
+        }
+    }
+    if !spec.nodes.contains_key(&spec.entry) {
+        diags.push(
+            Diagnostic::new(Code::UnknownEntry, format!("entry node `{}` does not exist", spec.entry))
+                .at(ls.span(&["entry"]))
+                .help(suggest(&spec.entry, spec.nodes.keys())),
+        );
+    }
+    for (from, edge) in &spec.edges {
+        if !spec.nodes.contains_key(from) {
+            diags.push(
+                Diagnostic::new(Code::UnknownEdgeSource, format!("edges are given for `{from}`, which is not a node"))
+                    .at(ls.key_span(&["edges", from]))
+                    .help(suggest(from, spec.nodes.keys())),
+            );
+        }
+        match edge {
+            Edge::Static(to) => {
+                if !is_target(to) {
+                    diags.push(unknown_target(ls, from, to, &["edges", from]));
+                }
+            }
+            Edge::Branch(arms) => check_branch(ls, from, arms, diags),
+        }
+    }
+    for name in spec.nodes.keys() {
+        if !spec.edges.contains_key(name) {
+            diags.push(
+                Diagnostic::new(Code::MissingEdge, format!("node `{name}` has no outgoing edge"))
+                    .at(ls.key_span(&["nodes", name]))
+                    .help(format!("add `{name}: <next node>` (or `{name}: END`) under `edges`")),
+            );
+        }
+    }
+    let graph_ok = diags[before..].is_empty();
+
+    for (i, name) in spec.output.fallback.iter().enumerate() {
+        if !spec.nodes.contains_key(name) {
+            diags.push(
+                Diagnostic::new(Code::UnknownOutput, format!("`output.fallback` names `{name}`, which is not a node"))
+                    .at(ls.span(&["output", "fallback", &i.to_string()]))
+                    .help(suggest(name, spec.nodes.keys())),
+            );
+        }
+    }
+    for (name, node) in &spec.nodes {
+        check_node(ls, name, node, diags);
+    }
+    if !opts.no_environment {
+        for (name, r) in &spec.retrievers {
+            check_corpus(ls, &r.corpus, &["retrievers", name, "corpus"], diags);
+        }
+        for (name, t) in &spec.tools {
+            if let ToolSpec::Corpus { corpus, .. } = t {
+                check_corpus(ls, corpus, &["tools", name, "corpus"], diags);
+            }
+        }
+    }
+    graph_ok
+}
+
+fn check_corpus(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diagnostic>) {
+    if corpus.starts_with("rust-docs:") {
+        return; // resolved from the toolchain at run time
+    }
+    let path = ls.root.join(corpus);
+    if !path.is_dir() {
+        diags.push(
+            Diagnostic::new(Code::MissingFile, format!("corpus directory `{corpus}` does not exist"))
+                .at(ls.span(at))
+                .help(format!("looked for {}; `--no-environment` skips this check", path.display())),
+        );
+    }
+}
+
+fn unknown_target(ls: &LoadedSpec, from: &str, to: &str, at: &[&str]) -> Diagnostic {
+    Diagnostic::new(Code::UnknownEdgeTarget, format!("edge from `{from}` leads to `{to}`, which is not a node"))
+        .at(ls.span(at))
+        .help(suggest(to, ls.spec.nodes.keys().map(String::as_str).chain([END])))
+}
+
+fn check_branch(ls: &LoadedSpec, from: &str, arms: &[crate::spec::types::Arm], diags: &mut Vec<Diagnostic>) {
+    let spec = &ls.spec;
+    if arms.is_empty() {
+        diags.push(
+            Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: the branch list is empty"))
+                .at(ls.span(&["edges", from])),
+        );
+        return;
+    }
+    let mut else_seen = false;
+    for (i, arm) in arms.iter().enumerate() {
+        let ix = i.to_string();
+        let at = ["edges", from, ix.as_str()];
+        match (&arm.when, &arm.to, &arm.otherwise) {
+            (Some(_), Some(to), None) => {
+                if else_seen {
+                    diags.push(
+                        Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: a `when` arm follows the `else` arm"))
+                            .at(ls.span(&at))
+                            .help("`else` must be the last arm"),
+                    );
+                }
+                if to != END && !spec.nodes.contains_key(to) {
+                    diags.push(unknown_target(ls, from, to, &["edges", from, &ix, "to"]));
+                }
+            }
+            (None, None, Some(to)) => {
+                if else_seen {
+                    diags.push(
+                        Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: more than one `else` arm"))
+                            .at(ls.span(&at)),
+                    );
+                }
+                else_seen = true;
+                if to != END && !spec.nodes.contains_key(to) {
+                    diags.push(unknown_target(ls, from, to, &["edges", from, &ix, "else"]));
+                }
+            }
+            (Some(_), None, None) => diags.push(
+                Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: arm {} has `when` but no `to`", i + 1))
+                    .at(ls.span(&at)),
+            ),
+            _ => diags.push(
+                Diagnostic::new(
+                    Code::BranchShape,
+                    format!("edges of `{from}`: arm {} must be either `{{when, to}}` or `{{else}}`", i + 1),
+                )
+                .at(ls.span(&at)),
+            ),
+        }
+    }
+    if !else_seen {
+        diags.push(
+            Diagnostic::new(Code::MissingElse, format!("the branch of `{from}` has no `else` arm"))
+                .at(ls.key_span(&["edges", from]))
+                .help("end the list with `- else: <node or END>`: a state that matches no `when` needs somewhere to go"),
+        );
+    }
+}
+
+fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
+    let spec = &ls.spec;
+    match node {
+        NodeSpec::Retrieve { retriever, .. } => {
+            if !spec.retrievers.contains_key(retriever) {
+                diags.push(
+                    Diagnostic::new(Code::UnknownRetriever, format!("node `{name}` uses retriever `{retriever}`, which is not declared"))
+                        .at(ls.span(&["nodes", name, "retriever"]))
+                        .help(suggest(retriever, spec.retrievers.keys())),
+                );
+            }
+        }
+        NodeSpec::Tool { tool, .. } => {
+            if !spec.tools.contains_key(tool) {
+                diags.push(
+                    Diagnostic::new(Code::UnknownTool, format!("node `{name}` uses tool `{tool}`, which is not declared"))
+                        .at(ls.span(&["nodes", name, "tool"]))
+                        .help(suggest(tool, spec.tools.keys())),
+                );
+            }
+        }
+        NodeSpec::Llm(call) | NodeSpec::Map(call) => {
+            let is_map = matches!(node, NodeSpec::Map(_));
+            if is_map && call.over.is_none() {
+                diags.push(
+                    Diagnostic::new(Code::MissingKey, format!("map node `{name}` is missing required key `over`"))
+                        .at(ls.key_span(&["nodes", name])),
+                );
+            }
+            if !is_map {
+                for key in ["over", "concurrency"] {
+                    if ls.spans.get(&crate::spec::yaml::pointer(&["nodes", name, key])).is_some() {
+                        diags.push(
+                            Diagnostic::new(Code::UnknownKey, format!("`{key}` is only allowed on `map` nodes (node `{name}` is `llm`)"))
+                                .at(ls.key_span(&["nodes", name, key])),
+                        );
+                    }
+                }
+            }
+            match spec.models.get(&call.model) {
+                None => diags.push(
+                    Diagnostic::new(Code::UnknownModel, format!("node `{name}` uses model `{}`, which is not declared", call.model))
+                        .at(ls.span(&["nodes", name, "model"]))
+                        .help(suggest(&call.model, spec.models.keys())),
+                ),
+                Some(model) => check_task(ls, name, call, model.provider, diags),
+            }
+        }
+        NodeSpec::Update { .. } => {}
+    }
+}
+
+fn check_task(ls: &LoadedSpec, name: &str, call: &crate::spec::types::LlmNode, provider: Provider, diags: &mut Vec<Diagnostic>) {
+    let Some(task_name) = &call.task else {
+        if provider == Provider::Offline {
+            diags.push(
+                Diagnostic::new(Code::UnsupportedTask, format!("node `{name}` uses an `offline` model but names no `task`"))
+                    .at(ls.key_span(&["nodes", name]))
+                    .help(format!("the offline provider implements: {}", task_names())),
+            );
+        }
+        return;
+    };
+    let at = ls.span(&["nodes", name, "task"]);
+    match tasks::task(task_name) {
+        None => {
+            if provider == Provider::Offline {
+                diags.push(
+                    Diagnostic::new(Code::UnsupportedTask, format!("the offline provider has no task `{task_name}` (node `{name}`)"))
+                        .at(at)
+                        .help(format!("it implements: {}", task_names())),
+                );
+            }
+        }
+        Some(task) => {
+            if provider == Provider::Offline {
+                for input in task.inputs {
+                    if !call.inputs.contains_key(*input) {
+                        diags.push(
+                            Diagnostic::new(
+                                Code::UnsupportedTask,
+                                format!("task `{task_name}` needs input `{input}`, which node `{name}` does not define under `inputs`"),
+                            )
+                            .at(at)
+                            .help(format!("`{task_name}` takes: {}", task.inputs.join(", "))),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn task_names() -> String {
+    tasks::TASKS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+}
+
+/// "did you mean" help: the closest candidate by edit distance, when close enough.
+pub(crate) fn suggest<'a, I, S>(name: &str, candidates: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str> + 'a,
+{
+    let mut best: Option<(usize, String)> = None;
+    let mut all = Vec::new();
+    for c in candidates {
+        let c = c.as_ref().to_string();
+        let d = edit_distance(name, &c);
+        if d <= (name.len().max(3) / 3).max(2) && best.as_ref().is_none_or(|(bd, _)| d < *bd) {
+            best = Some((d, c.clone()));
+        }
+        all.push(c);
+    }
+    match best {
+        Some((_, c)) => format!("did you mean `{c}`?"),
+        None if all.is_empty() => "none are declared".to_string(),
+        None => format!("declared: {}", all.join(", ")),
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
