@@ -52,6 +52,48 @@ pub fn find_cycle<N, E>(g: &DiGraph<N, E>, removed: &[bool]) -> Option<Vec<NodeI
     None
 }
 
+/// A counter that can bound cycles: the nodes that increment it and the branch
+/// nodes whose predicates compare it.
+#[derive(Clone, Debug, Default)]
+pub struct Counter {
+    /// Nodes whose update strictly increases the counter.
+    pub incrementers: Vec<NodeIndex>,
+    /// Branch nodes with a predicate that compares the counter.
+    pub guards: Vec<NodeIndex>,
+}
+
+/// Most counters considered (the search is exponential in this number; further
+/// counters are ignored, which can only report more cycles, never fewer).
+pub const MAX_COUNTERS: usize = 8;
+
+/// Finds a cycle that is not bounded. A cycle is bounded when it contains a node
+/// marked in `limited` (a node with `max_visits`), or when, for some counter, it
+/// contains one of the counter's incrementers and one of its guards.
+///
+/// A cycle is unbounded iff for every counter it avoids all incrementers or all
+/// guards; so it suffices to try, for each of the 2^k choices of "avoid
+/// incrementers / avoid guards" per counter, whether the graph minus the chosen
+/// nodes still has a cycle.
+pub fn unbounded_cycle_in<N, E>(g: &DiGraph<N, E>, limited: &[bool], counters: &[Counter]) -> Option<Vec<NodeIndex>> {
+    let counters = &counters[..counters.len().min(MAX_COUNTERS)];
+    for choice in 0u32..(1u32 << counters.len()) {
+        let mut removed = limited.to_vec();
+        removed.resize(g.node_count(), false);
+        for (i, c) in counters.iter().enumerate() {
+            let set = if choice & (1 << i) == 0 { &c.incrementers } else { &c.guards };
+            for ix in set {
+                if let Some(r) = removed.get_mut(ix.index()) {
+                    *r = true;
+                }
+            }
+        }
+        if let Some(c) = find_cycle(g, &removed) {
+            return Some(c);
+        }
+    }
+    None
+}
+
 /// A simple cycle through `start` inside a strongly connected component (BFS for the
 /// shortest way back to `start`).
 fn cycle_in_scc(g: &DiGraph<NodeIndex, ()>, start: NodeIndex, members: &std::collections::HashSet<NodeIndex>) -> Vec<NodeIndex> {

@@ -231,10 +231,15 @@ impl AtDefault for Diagnostic {
 /// Turns a serde message into a diagnostic, and the name of the unknown key when the
 /// fault is one.
 fn classify(msg: String, segments: &[String], spans: &SpanIndex) -> (Diagnostic, Option<String>) {
-    let ptr = yaml::pointer(segments);
-    let place = describe(segments);
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let field = rest.split('`').next().unwrap_or("");
+        // Depending on where serde failed, the path may already end at the unknown key.
+        let segments = match segments.split_last() {
+            Some((last, parent)) if last == field => parent,
+            _ => segments,
+        };
+        let ptr = yaml::pointer(segments);
+        let place = describe(segments);
         // serde_path_to_error's path stops at the map holding the unknown key.
         let key_ptr = format!("{ptr}/{}", escape_segment(field));
         let expected = rest.split_once(", expected ").map(|(_, e)| e.to_string());
@@ -245,6 +250,8 @@ fn classify(msg: String, segments: &[String], spans: &SpanIndex) -> (Diagnostic,
         }
         return (d, Some(field.to_string()));
     }
+    let ptr = yaml::pointer(segments);
+    let place = describe(segments);
     if let Some(rest) = msg.strip_prefix("missing field `") {
         let field = rest.split('`').next().unwrap_or("");
         return (
@@ -277,6 +284,10 @@ fn describe(segments: &[String]) -> String {
 /// optional top-level key. Returns false when nothing could be removed.
 fn cut_entry(work: &mut Value, segments: &[String], unknown: Option<String>) -> bool {
     if let Some(key) = unknown {
+        let segments = match segments.split_last() {
+            Some((last, parent)) if *last == key => parent,
+            _ => segments,
+        };
         let mut cur = &mut *work;
         for s in segments {
             cur = match cur {

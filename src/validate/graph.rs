@@ -9,16 +9,13 @@
 //! reducer. Seed 004's `grade_answer -> generate` retry passes through no counter
 //! update, so it is unbounded; graphs/crag.yaml bounds it.
 use crate::diag::{Code, Diagnostic};
-use crate::graph::analysis::{find_cycle, reachable_from, reaching};
+use crate::graph::analysis::{reachable_from, reaching, unbounded_cycle_in, Counter};
 use crate::graph::Topology;
 use crate::spec::types::{Edge, Reducer};
 use crate::spec::LoadedSpec;
 use petgraph::graph::NodeIndex;
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// Most counters considered at once (the check is exponential in this number).
-const MAX_COUNTERS: usize = 8;
 
 pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
     let spec = &ls.spec;
@@ -42,6 +39,7 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
         }
     }
     if let Some(cycle) = unbounded_cycle(ls, &topo) {
+        let cycle = rotate_to_back_edge(&topo, cycle);
         let names: Vec<&str> = cycle.iter().map(|&ix| topo.name(ix)).collect();
         let closing = closing_edge(&topo, &cycle);
         let mut path = names.join(" -> ");
@@ -55,6 +53,29 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Rotates a cycle so that its closing edge (last → first) is the edge most likely to
+/// be the loop's "go back" decision: a `when` arm, else any branch arm.
+fn rotate_to_back_edge(topo: &Topology, mut cycle: Vec<NodeIndex>) -> Vec<NodeIndex> {
+    let n = cycle.len();
+    let rank = |i: usize| {
+        let (a, b) = (cycle[i], cycle[(i + 1) % n]);
+        topo.graph
+            .edges_connecting(a, b)
+            .map(|e| match e.weight().label.as_deref() {
+                Some("else") => 1,
+                Some(_) => 2,
+                None => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    if let Some(best) = (0..n).max_by_key(|&i| (rank(i), std::cmp::Reverse(i))) {
+        // Edge best → best+1 becomes the closing edge: start the cycle at best+1.
+        cycle.rotate_left((best + 1) % n);
+    }
+    cycle
+}
+
 /// The pointer of the edge that leads from the cycle's last node back to its first.
 fn closing_edge(topo: &Topology, cycle: &[NodeIndex]) -> Option<String> {
     let (&last, &first) = (cycle.last()?, cycle.first()?);
@@ -65,6 +86,7 @@ fn closing_edge(topo: &Topology, cycle: &[NodeIndex]) -> Option<String> {
 pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<NodeIndex>> {
     let spec = &ls.spec;
     let n = topo.graph.node_count();
+    // `removed` marks nodes no unbounded cycle can use: END and visit-limited nodes.
     let mut removed = vec![false; n];
     removed[topo.end.index()] = true;
     for (name, &ix) in &topo.index {
@@ -95,23 +117,12 @@ pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<No
             }
         }
     }
-    let usable: Vec<&(Vec<NodeIndex>, Vec<NodeIndex>)> =
-        counters.values().filter(|(inc, guard)| !inc.is_empty() && !guard.is_empty()).take(MAX_COUNTERS).collect();
-    // A cycle is unbounded iff, for some choice per counter of "avoids its
-    // incrementers" or "avoids its guards", it survives removing the chosen sets.
-    for choice in 0u32..(1u32 << usable.len()) {
-        let mut r = removed.clone();
-        for (i, (inc, guard)) in usable.iter().enumerate() {
-            let set = if choice & (1 << i) == 0 { inc } else { guard };
-            for ix in set {
-                r[ix.index()] = true;
-            }
-        }
-        if let Some(c) = find_cycle(&topo.graph, &r) {
-            return Some(c);
-        }
-    }
-    None
+    let counters: Vec<Counter> = counters
+        .into_values()
+        .filter(|(inc, guard)| !inc.is_empty() && !guard.is_empty())
+        .map(|(incrementers, guards)| Counter { incrementers, guards })
+        .collect();
+    unbounded_cycle_in(&topo.graph, &removed, &counters)
 }
 
 /// Whether an update of `field` by `expr` under `reducer` strictly grows a counter.
