@@ -20,6 +20,7 @@
 pub mod diag;
 pub mod graph;
 pub mod jinja;
+pub mod providers;
 pub mod retrieval;
 pub mod spec;
 pub mod tasks;

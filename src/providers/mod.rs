@@ -1,0 +1,101 @@
+//! LLM providers behind one trait. A node's call is turned into a provider-neutral
+//! [`LlmRequest`]; each provider converts it to its own wire format (or, for
+//! `offline`, computes the task locally) and returns an [`LlmResponse`].
+//!
+//! Errors are sorted into transient (worth a retry), permanent, and
+//! unsupported/invalid-output kinds, so retries touch only what a retry can fix.
+use crate::spec::types::ModelSpec;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A chat message of a request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+/// One LLM call, provider-neutral.
+#[derive(Clone, Debug)]
+pub struct LlmRequest {
+    /// The node making the call (for fixtures, errors and traces).
+    pub node: String,
+    /// Index of the item in a `map` node's fan-out (`None` for `llm` nodes).
+    pub item: Option<usize>,
+    /// The model's name in the spec (a key of `models`).
+    pub model_name: String,
+    /// The model's configuration (after `--model` overrides).
+    pub model: ModelSpec,
+    /// The standard task the node names, if any (see [`crate::tasks`]).
+    pub task: Option<String>,
+    /// The node's evaluated `inputs` (name → JSON value).
+    pub inputs: Map<String, Value>,
+    /// Rendered messages: optional system message, then the user message, then (on a
+    /// repair turn) the rejected answer and the validation error.
+    pub messages: Vec<Message>,
+    /// JSON Schema of the structured output; `None` for text output.
+    pub schema: Option<Value>,
+}
+
+/// Token usage and cost of one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Cost in US dollars (from the model's configured prices; 0 when unknown).
+    pub cost_usd: f64,
+}
+
+impl Usage {
+    /// Adds another call's usage.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+/// What a provider returned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmResponse {
+    /// A JSON string for text output; the parsed object for structured output
+    /// (validated by the runtime, not the provider).
+    pub output: Value,
+    /// Usage of the call.
+    pub usage: Usage,
+}
+
+/// Why a call failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// Worth retrying: timeouts, connection resets, 408/429/5xx.
+    #[error("transient failure: {0}")]
+    Transient(String),
+    /// Retrying cannot help: bad request, authentication, unknown model.
+    #[error("{0}")]
+    Permanent(String),
+    /// The provider does not implement what was asked (for example an offline task).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}
+
+/// A provider: answers [`LlmRequest`]s. Implementations must be cheap to share
+/// (`Arc<dyn Provider>`) and safe to call concurrently.
+pub trait Provider: Send + Sync {
+    /// The provider's name as written in specs (`offline`, `scripted`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Answers one request.
+    fn call<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;
+}
+
+/// Rough token count of a text (about 4 characters a token), for providers that do
+/// not report usage.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
