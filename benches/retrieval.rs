@@ -36,7 +36,9 @@ fn book_index() -> Option<Index> {
 fn bench_search(c: &mut Criterion) {
     let Some(index) = book_index() else { return };
     for (i, q) in QUERIES.iter().enumerate() {
-        c.bench_function(&format!("search_top10/q{i}"), |b| b.iter(|| index.search(black_box(q), 10)));
+        c.bench_function(&format!("search_top10/q{i}"), |b| {
+            b.iter(|| index.search(black_box(q), 10))
+        });
     }
     c.bench_function("search_top4/all_queries", |b| {
         b.iter(|| {

@@ -80,7 +80,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let corpus = resolve_corpus(&args.corpus, Path::new("."))?;
-    let mut opts = IndexOptions { force: args.force, progress: true, ..IndexOptions::default() };
+    let mut opts = IndexOptions {
+        force: args.force,
+        progress: true,
+        ..IndexOptions::default()
+    };
     if !args.exclude.is_empty() {
         opts.exclude = args.exclude.clone();
     }
@@ -94,17 +98,28 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         report.seconds,
         report.index_dir.display()
     );
-    let prefix = corpus.file_name().map(|n| format!("{}/", n.to_string_lossy())).unwrap_or_default();
-    let text = std::fs::read_to_string(&args.dataset).map_err(|e| format!("reading {}: {e}", args.dataset.display()))?;
+    let prefix = corpus
+        .file_name()
+        .map(|n| format!("{}/", n.to_string_lossy()))
+        .unwrap_or_default();
+    let text = std::fs::read_to_string(&args.dataset)
+        .map_err(|e| format!("reading {}: {e}", args.dataset.display()))?;
     // kind -> (count, sums of recall@k)
     let mut by_kind: BTreeMap<String, (usize, [f64; 3])> = BTreeMap::new();
     let mut latencies = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let item: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", args.dataset.display(), n + 1))?;
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let item: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("{}:{}: {e}", args.dataset.display(), n + 1))?;
         let kind = item["kind"].as_str().unwrap_or("?").to_string();
         let question = item["question"].as_str().unwrap_or_default();
-        let labelled: Vec<&str> = item["sources"].as_array().map(|a| a.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
+        let labelled: Vec<&str> = item["sources"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str()).collect())
+            .unwrap_or_default();
         for _ in 0..20 {
             let t = Instant::now();
             index.search(question, 10)?;
@@ -114,13 +129,23 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let hits = index.search(question, *KS.iter().max().unwrap_or(&10))?;
-        let sources: Vec<String> =
-            hits.iter().map(|d| format!("{prefix}{}", d.metadata["source"].as_str().unwrap_or_default())).collect();
+        let sources: Vec<String> = hits
+            .iter()
+            .map(|d| {
+                format!(
+                    "{prefix}{}",
+                    d.metadata["source"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
         let entry = by_kind.entry(kind).or_insert((0, [0.0; 3]));
         entry.0 += 1;
         for (slot, k) in KS.iter().enumerate() {
             let top = &sources[..sources.len().min(*k)];
-            let found = labelled.iter().filter(|s| top.iter().any(|t| t == *s)).count();
+            let found = labelled
+                .iter()
+                .filter(|s| top.iter().any(|t| t == *s))
+                .count();
             entry.1[slot] += found as f64 / labelled.len() as f64;
         }
     }
@@ -135,13 +160,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             sums[2] / *n as f64
         );
         total.0 += n;
-        for i in 0..3 {
-            total.1[i] += sums[i];
+        for (t, s) in total.1.iter_mut().zip(sums) {
+            *t += s;
         }
     }
     if total.0 > 0 {
         let n = total.0 as f64;
-        println!("| **all** | {} | {:.3} | {:.3} | {:.3} |", total.0, total.1[0] / n, total.1[1] / n, total.1[2] / n);
+        println!(
+            "| **all** | {} | {:.3} | {:.3} | {:.3} |",
+            total.0,
+            total.1[0] / n,
+            total.1[1] / n,
+            total.1[2] / n
+        );
     }
     latencies.sort_by(f64::total_cmp);
     println!(

@@ -36,7 +36,11 @@ pub fn run(args: IndexArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut opts = IndexOptions { force: args.force, progress: true, ..IndexOptions::default() };
+    let mut opts = IndexOptions {
+        force: args.force,
+        progress: true,
+        ..IndexOptions::default()
+    };
     if !args.exclude.is_empty() {
         opts.exclude = args.exclude;
     }

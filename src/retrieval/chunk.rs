@@ -23,7 +23,11 @@ pub struct ChunkSizes {
 
 impl Default for ChunkSizes {
     fn default() -> Self {
-        ChunkSizes { target: 1200, max: 1600, overlap: 200 }
+        ChunkSizes {
+            target: 1200,
+            max: 1600,
+            overlap: 200,
+        }
     }
 }
 
@@ -33,7 +37,11 @@ impl ChunkSizes {
         let target = self.target.max(8);
         let max = self.max.max(target);
         let overlap = self.overlap.min(target / 2);
-        ChunkSizes { target, max, overlap }
+        ChunkSizes {
+            target,
+            max,
+            overlap,
+        }
     }
 }
 
@@ -84,7 +92,8 @@ fn pick_end(text: &str, pos: usize, sizes: &ChunkSizes) -> usize {
     let lo = ceil_boundary(text, pos + sizes.target / 2).min(hi);
     let goal = pos + sizes.target;
     let window = &text[lo..hi];
-    let closest = |cands: &mut dyn Iterator<Item = usize>| cands.min_by_key(|&p| (p.abs_diff(goal), p));
+    let closest =
+        |cands: &mut dyn Iterator<Item = usize>| cands.min_by_key(|&p| (p.abs_diff(goal), p));
     // Paragraph breaks, then sentence ends / line breaks, then any whitespace.
     let para = closest(&mut window.match_indices("\n\n").map(|(i, _)| lo + i + 2));
     if let Some(p) = para {
@@ -92,7 +101,8 @@ fn pick_end(text: &str, pos: usize, sizes: &ChunkSizes) -> usize {
     }
     let sentence = closest(&mut window.char_indices().filter_map(|(i, c)| {
         let next = window[i + c.len_utf8()..].chars().next();
-        let ends = matches!(c, '.' | '!' | '?' | ';' | ':') && next.map(char::is_whitespace).unwrap_or(false);
+        let ends = matches!(c, '.' | '!' | '?' | ';' | ':')
+            && next.map(char::is_whitespace).unwrap_or(false);
         if c == '\n' {
             Some(lo + i + 1)
         } else if ends {
@@ -104,7 +114,12 @@ fn pick_end(text: &str, pos: usize, sizes: &ChunkSizes) -> usize {
     if let Some(p) = sentence {
         return p;
     }
-    let space = closest(&mut window.char_indices().filter(|(_, c)| c.is_whitespace()).map(|(i, _)| lo + i));
+    let space = closest(
+        &mut window
+            .char_indices()
+            .filter(|(_, c)| c.is_whitespace())
+            .map(|(i, _)| lo + i),
+    );
     match space {
         Some(p) if p > pos => p,
         _ => {
@@ -153,18 +168,33 @@ fn next_start(text: &str, pos: usize, end: usize, sizes: &ChunkSizes) -> usize {
     sentence.or(word).unwrap_or(end)
 }
 
-fn split_section(text: &str, start: usize, end: usize, sizes: &ChunkSizes, path: &[String], out: &mut Vec<Chunk>) {
+fn split_section(
+    text: &str,
+    start: usize,
+    end: usize,
+    sizes: &ChunkSizes,
+    path: &[String],
+    out: &mut Vec<Chunk>,
+) {
     let mut pos = skip_ws(text, start, end);
     let end = trim_end_ws(text, pos, end);
     while pos < end {
         if end - pos <= sizes.max {
-            out.push(Chunk { start: pos, end, heading_path: path.to_vec() });
+            out.push(Chunk {
+                start: pos,
+                end,
+                heading_path: path.to_vec(),
+            });
             break;
         }
         let cut = pick_end(text, pos, sizes);
         let chunk_end = trim_end_ws(text, pos, cut);
         let chunk_end = if chunk_end > pos { chunk_end } else { cut };
-        out.push(Chunk { start: pos, end: chunk_end, heading_path: path.to_vec() });
+        out.push(Chunk {
+            start: pos,
+            end: chunk_end,
+            heading_path: path.to_vec(),
+        });
         let next = next_start(text, pos, cut, sizes);
         let next = if next > pos { next } else { cut };
         pos = skip_ws(text, next, end);
@@ -227,7 +257,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn h(level: u8, text: &str, start: usize) -> Heading {
-        Heading { level, text: text.to_string(), start }
+        Heading {
+            level,
+            text: text.to_string(),
+            start,
+        }
     }
 
     #[test]
@@ -235,7 +269,10 @@ mod tests {
         let text = "intro\n\nA\n\nB\n\nbody b\n\nC\n\nbody c";
         let hs = vec![h(1, "A", 7), h(2, "B", 10), h(2, "C", 21)];
         let c = chunk_text(text, &hs, &ChunkSizes::default());
-        let got: Vec<_> = c.iter().map(|c| (&text[c.start..c.end], c.heading_path.clone())).collect();
+        let got: Vec<_> = c
+            .iter()
+            .map(|c| (&text[c.start..c.end], c.heading_path.clone()))
+            .collect();
         assert_eq!(
             got,
             vec![

@@ -17,7 +17,11 @@ pub(crate) struct Scanned {
 
 /// Walks `root`, reads every candidate and computes the fingerprint.
 pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Scanned {
-    let Walk { candidates, skipped, warnings } = walk(root, &opts.exclude);
+    let Walk {
+        candidates,
+        skipped,
+        warnings,
+    } = walk(root, &opts.exclude);
     let mut h = blake3::Hasher::new();
     h.update(format!("ragloop-index v{format_version}\n").as_bytes());
     let sizes = opts.chunk.normalized();
@@ -43,5 +47,10 @@ pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Sca
         }
         files.push((cand, bytes));
     }
-    Scanned { fingerprint: h.finalize().to_hex().to_string(), files, walk_skipped: skipped, walk_warnings: warnings }
+    Scanned {
+        fingerprint: h.finalize().to_hex().to_string(),
+        files,
+        walk_skipped: skipped,
+        walk_warnings: warnings,
+    }
 }

@@ -22,8 +22,8 @@ pub enum HtmlPage {
 }
 
 const SKIP_TAGS: &[&str] = &[
-    "nav", "footer", "script", "style", "noscript", "template", "button", "iframe", "form", "input", "select", "textarea",
-    "svg", "head", "aside",
+    "nav", "footer", "script", "style", "noscript", "template", "button", "iframe", "form",
+    "input", "select", "textarea", "svg", "head", "aside",
 ];
 const SKIP_IDS: &[&str] = &[
     "sidebar",
@@ -57,8 +57,28 @@ const SKIP_CLASSES: &[&str] = &[
     "buttons",
 ];
 const BLOCK_TAGS: &[&str] = &[
-    "p", "div", "section", "article", "main", "body", "ul", "ol", "dl", "table", "thead", "tbody", "tfoot", "blockquote",
-    "figure", "figcaption", "details", "summary", "hr", "header", "address", "fieldset",
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "body",
+    "ul",
+    "ol",
+    "dl",
+    "table",
+    "thead",
+    "tbody",
+    "tfoot",
+    "blockquote",
+    "figure",
+    "figcaption",
+    "details",
+    "summary",
+    "hr",
+    "header",
+    "address",
+    "fieldset",
 ];
 const LINE_TAGS: &[&str] = &["li", "tr", "br", "dt", "dd", "caption"];
 
@@ -188,16 +208,26 @@ pub fn extract_html(source: &str) -> HtmlPage {
     let sel = |s: &str| Selector::parse(s).ok();
     let main = sel("main").and_then(|s| doc.select(&s).next());
     let has_meta = |pred: &dyn Fn(&Element) -> bool| {
-        sel("meta").map(|s| doc.select(&s).any(|m| pred(m.value()))).unwrap_or(false)
+        sel("meta")
+            .map(|s| doc.select(&s).any(|m| pred(m.value())))
+            .unwrap_or(false)
     };
     if main.is_none() {
-        let refresh = has_meta(&|m: &Element| m.attr("http-equiv").map(|v| v.eq_ignore_ascii_case("refresh")).unwrap_or(false));
+        let refresh = has_meta(&|m: &Element| {
+            m.attr("http-equiv")
+                .map(|v| v.eq_ignore_ascii_case("refresh"))
+                .unwrap_or(false)
+        });
         if refresh {
             return HtmlPage::Redirect;
         }
         let noindex = has_meta(&|m: &Element| {
-            m.attr("name").map(|v| v.eq_ignore_ascii_case("robots")).unwrap_or(false)
-                && m.attr("content").map(|c| c.to_ascii_lowercase().contains("noindex")).unwrap_or(false)
+            m.attr("name")
+                .map(|v| v.eq_ignore_ascii_case("robots"))
+                .unwrap_or(false)
+                && m.attr("content")
+                    .map(|c| c.to_ascii_lowercase().contains("noindex"))
+                    .unwrap_or(false)
         });
         if noindex {
             return HtmlPage::NoIndex;
@@ -231,7 +261,9 @@ pub fn extract_html(source: &str) -> HtmlPage {
                     continue;
                 }
                 if let Some(level) = heading_level(name) {
-                    let text = ElementRef::wrap(n).map(|el| descendant_text(el, true)).unwrap_or_default();
+                    let text = ElementRef::wrap(n)
+                        .map(|el| descendant_text(el, true))
+                        .unwrap_or_default();
                     if !text.is_empty() {
                         b.brk(2);
                         let start = b.flush_sep();
@@ -265,13 +297,27 @@ pub fn extract_html(source: &str) -> HtmlPage {
         }
     }
     let text = b.out.trim_end().to_string();
-    let title = headings.iter().find(|h| h.level == 1).map(|h| h.text.clone()).or_else(|| {
-        sel("title")
-            .and_then(|s| doc.select(&s).next())
-            .map(|t| t.text().collect::<String>().split_whitespace().collect::<Vec<_>>().join(" "))
-            .filter(|t| !t.is_empty())
-    });
-    HtmlPage::Content(Extracted { title, text, headings })
+    let title = headings
+        .iter()
+        .find(|h| h.level == 1)
+        .map(|h| h.text.clone())
+        .or_else(|| {
+            sel("title")
+                .and_then(|s| doc.select(&s).next())
+                .map(|t| {
+                    t.text()
+                        .collect::<String>()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .filter(|t| !t.is_empty())
+        });
+    HtmlPage::Content(Extracted {
+        title,
+        text,
+        headings,
+    })
 }
 
 #[cfg(test)]
@@ -290,7 +336,9 @@ mod tests {
 }</code></pre><h2>Sub</h2><ul><li>one</li><li>two</li></ul>
 <nav class="nav-wrapper">PREVNEXT</nav></main><footer>FOOTTEXT</footer>
 <script>var SCRIPTTEXT = 1;</script></body></html>"##;
-        let HtmlPage::Content(e) = extract_html(page) else { panic!("expected content") };
+        let HtmlPage::Content(e) = extract_html(page) else {
+            panic!("expected content")
+        };
         assert_eq!(e.title.as_deref(), Some("Hello World"));
         for bad in ["NAVTEXT", "MENUTEXT", "PREVNEXT", "FOOTTEXT", "SCRIPTTEXT"] {
             assert!(!e.text.contains(bad), "{bad} in {:?}", e.text);

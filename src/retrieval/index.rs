@@ -60,16 +60,24 @@ pub struct Index {
 
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Index").field("dir", &self.dir).field("chunks", &self.num_chunks()).finish()
+        f.debug_struct("Index")
+            .field("dir", &self.dir)
+            .field("chunks", &self.num_chunks())
+            .finish()
     }
 }
 
 /// The analyzer used for both indexing and queries: simple tokenizer, drop tokens over
 /// 40 bytes, lowercase, English stop words, English (Snowball) stemming.
 fn analyzer() -> TextAnalyzer {
-    let builder = TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser);
+    let builder = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser);
     match StopWordFilter::new(Language::English) {
-        Some(stop) => builder.filter(stop).filter(Stemmer::new(Language::English)).build(),
+        Some(stop) => builder
+            .filter(stop)
+            .filter(Stemmer::new(Language::English))
+            .build(),
         None => builder.filter(Stemmer::new(Language::English)).build(),
     }
 }
@@ -77,18 +85,32 @@ fn analyzer() -> TextAnalyzer {
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let indexed = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default().set_tokenizer(TOKENIZER).set_index_option(IndexRecordOption::WithFreqs),
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
     );
     let id = b.add_text_field("id", STRING | STORED);
     let title = b.add_text_field("title", indexed.clone());
     let headings = b.add_text_field("headings", indexed.clone());
     let content = b.add_text_field("content", indexed | STORED);
     let meta = b.add_text_field("meta", STORED);
-    (b.build(), Fields { id, title, headings, content, meta })
+    (
+        b.build(),
+        Fields {
+            id,
+            title,
+            headings,
+            content,
+            meta,
+        },
+    )
 }
 
 fn tv(path: &Path) -> impl Fn(tantivy::TantivyError) -> RetrievalError + '_ {
-    move |e| RetrievalError::Tantivy { path: path.to_path_buf(), message: e.to_string() }
+    move |e| RetrievalError::Tantivy {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
 }
 
 fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
@@ -98,7 +120,9 @@ fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
         indicatif::ProgressDrawTarget::hidden()
     };
     let pb = indicatif::ProgressBar::with_draw_target(Some(len as u64), target);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} files") {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} files")
+    {
         pb.set_style(style);
     }
     pb
@@ -116,17 +140,22 @@ fn read_existing(dir: &Path, fingerprint: &str) -> Existing {
     let raw = match std::fs::read(&manifest_path) {
         Ok(r) => r,
         Err(_) => {
-            let note = dir
-                .join("meta.json")
-                .exists()
-                .then(|| format!("index at {} has no manifest (interrupted build?); rebuilding", dir.display()));
+            let note = dir.join("meta.json").exists().then(|| {
+                format!(
+                    "index at {} has no manifest (interrupted build?); rebuilding",
+                    dir.display()
+                )
+            });
             return Existing::Rebuild(note);
         }
     };
     let manifest: Manifest = match serde_json::from_slice(&raw) {
         Ok(m) => m,
         Err(e) => {
-            return Existing::Rebuild(Some(format!("manifest {} is invalid ({e}); rebuilding", manifest_path.display())))
+            return Existing::Rebuild(Some(format!(
+                "manifest {} is invalid ({e}); rebuilding",
+                manifest_path.display()
+            )))
         }
     };
     if manifest.format_version != FORMAT_VERSION {
@@ -156,13 +185,18 @@ fn replaceable(dir: &Path) -> bool {
     match std::fs::read_dir(dir) {
         Err(_) => !dir.exists(),
         Ok(mut entries) => {
-            entries.next().is_none() || dir.join(MANIFEST).exists() || dir.join("meta.json").exists()
+            entries.next().is_none()
+                || dir.join(MANIFEST).exists()
+                || dir.join("meta.json").exists()
         }
     }
 }
 
 fn unique_suffix() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("{}-{nanos}", std::process::id())
 }
 
@@ -182,7 +216,11 @@ impl Index {
     /// corpus, [`RetrievalError::EmptyCorpus`] if no file yields a chunk,
     /// [`RetrievalError::NotAnIndex`] if `out` is an unrelated non-empty directory,
     /// [`RetrievalError::Io`] / [`RetrievalError::Tantivy`] for write failures.
-    pub fn open_or_build(corpus: &Path, out: Option<&Path>, opts: &IndexOptions) -> Result<(Index, BuildReport), RetrievalError> {
+    pub fn open_or_build(
+        corpus: &Path,
+        out: Option<&Path>,
+        opts: &IndexOptions,
+    ) -> Result<(Index, BuildReport), RetrievalError> {
         let started = Instant::now();
         check_dir(corpus)?;
         let dest = match out {
@@ -241,8 +279,17 @@ impl Index {
         };
         let analyzer = analyzer();
         index.tokenizers().register(TOKENIZER, analyzer.clone());
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(tv(dir))?;
-        Ok(Index { reader, fields, analyzer, dir: dir.to_path_buf() })
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(tv(dir))?;
+        Ok(Index {
+            reader,
+            fields,
+            analyzer,
+            dir: dir.to_path_buf(),
+        })
     }
 
     /// Number of chunks (documents) in the index.
@@ -270,6 +317,17 @@ impl Index {
         terms
     }
 
+    /// Number of chunks whose content contains `term`, an already analyzed term (as
+    /// returned by [`Index::analyze`]); 0 for an unknown term or if the index cannot be
+    /// read. Together with [`Index::num_chunks`] this gives corpus IDF statistics
+    /// (used by the `offline` provider).
+    pub fn doc_freq(&self, term: &str) -> u64 {
+        let searcher = self.reader.searcher();
+        searcher
+            .doc_freq(&Term::from_field_text(self.fields.content, term))
+            .unwrap_or(0)
+    }
+
     /// BM25 search. `query` is free text: it is analyzed into terms and matched as a
     /// disjunction over content, headings and title; no query syntax is interpreted, so
     /// any text is accepted. Returns at most `top_k` documents ordered by score
@@ -288,10 +346,21 @@ impl Index {
         let f = self.fields;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 3);
         for t in &terms {
-            let tq = |field: Field| TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs);
+            let tq = |field: Field| {
+                TermQuery::new(
+                    Term::from_field_text(field, t),
+                    IndexRecordOption::WithFreqs,
+                )
+            };
             clauses.push((Occur::Should, Box::new(tq(f.content))));
-            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(tq(f.headings)), HEADINGS_BOOST))));
-            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(tq(f.title)), TITLE_BOOST))));
+            clauses.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(Box::new(tq(f.headings)), HEADINGS_BOOST)),
+            ));
+            clauses.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(Box::new(tq(f.title)), TITLE_BOOST)),
+            ));
         }
         let query = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();
@@ -302,7 +371,9 @@ impl Index {
         // Collect until every document tied with the k-th score is among the hits.
         let mut limit = (top_k.saturating_add(16)).min(total);
         let hits = loop {
-            let hits = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score()).map_err(tv(&self.dir))?;
+            let hits = searcher
+                .search(&query, &TopDocs::with_limit(limit).order_by_score())
+                .map_err(tv(&self.dir))?;
             let complete = hits.len() < limit || limit >= total;
             let boundary_clear = hits.len() > top_k && hits[hits.len() - 1].0 < hits[top_k - 1].0;
             if complete || boundary_clear {
@@ -310,7 +381,11 @@ impl Index {
             }
             limit = limit.saturating_mul(2).min(total);
         };
-        let cutoff = if hits.len() > top_k { hits[top_k - 1].0 } else { f32::NEG_INFINITY };
+        let cutoff = if hits.len() > top_k {
+            hits[top_k - 1].0
+        } else {
+            f32::NEG_INFINITY
+        };
         let mut docs = Vec::with_capacity(top_k + 4);
         for (score, addr) in hits.into_iter().filter(|(s, _)| *s >= cutoff) {
             let doc: TantivyDocument = searcher.doc(addr).map_err(tv(&self.dir))?;
@@ -323,42 +398,70 @@ impl Index {
 
     fn decode(&self, doc: &TantivyDocument, score: f32) -> Result<Document, RetrievalError> {
         let get = |field: Field, name: &str| {
-            doc.get_first(field).and_then(|v| v.as_str()).map(str::to_string).ok_or_else(|| RetrievalError::Corrupt {
-                path: self.dir.clone(),
-                message: format!("stored document without {name}"),
-            })
+            doc.get_first(field)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+                .ok_or_else(|| RetrievalError::Corrupt {
+                    path: self.dir.clone(),
+                    message: format!("stored document without {name}"),
+                })
         };
         let id = get(self.fields.id, "id")?;
         let content = get(self.fields.content, "content")?;
         let meta = get(self.fields.meta, "metadata")?;
-        let mut metadata: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&meta).map_err(|e| RetrievalError::Corrupt {
+        let mut metadata: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&meta)
+            .map_err(|e| RetrievalError::Corrupt {
                 path: self.dir.clone(),
                 message: format!("metadata of {id} is not a JSON object: {e}"),
             })?;
         metadata.insert("score".into(), serde_json::Value::from(f64::from(score)));
-        Ok(Document { id, content, metadata })
+        Ok(Document {
+            id,
+            content,
+            metadata,
+        })
     }
 }
 
 /// Builds the index of `scanned` into a temporary sibling of `dest`, then moves it
 /// into place.
-fn build(corpus: &Path, dest: &Path, scanned: Scanned, opts: &IndexOptions) -> Result<(Index, BuildReport), RetrievalError> {
-    let Scanned { fingerprint, files, walk_skipped, walk_warnings } = scanned;
+fn build(
+    corpus: &Path,
+    dest: &Path,
+    scanned: Scanned,
+    opts: &IndexOptions,
+) -> Result<(Index, BuildReport), RetrievalError> {
+    let Scanned {
+        fingerprint,
+        files,
+        walk_skipped,
+        walk_warnings,
+    } = scanned;
     let mut skipped = walk_skipped;
     let mut warnings = walk_warnings;
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "index".into());
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "index".into());
     if !replaceable(dest) {
         return Err(RetrievalError::NotAnIndex(dest.to_path_buf()));
     }
     std::fs::create_dir_all(&parent).map_err(|e| RetrievalError::io("creating", &parent, e))?;
     let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
     std::fs::create_dir(&tmp).map_err(|e| RetrievalError::io("creating", &tmp, e))?;
-    let result = write_index(corpus, &tmp, files, opts, &fingerprint, &mut skipped, &mut warnings);
+    let result = write_index(
+        corpus,
+        &tmp,
+        files,
+        opts,
+        &fingerprint,
+        &mut skipped,
+        &mut warnings,
+    );
     let (n_files, n_chunks) = match result {
         Ok(counts) => counts,
         Err(e) => {
@@ -408,7 +511,8 @@ fn write_index(
     let index = tantivy::Index::create_in_dir(dir, schema).map_err(tv(dir))?;
     index.tokenizers().register(TOKENIZER, analyzer());
     let budget = opts.writer_memory.clamp(15_000_000, 2_000_000_000);
-    let mut writer: tantivy::IndexWriter<TantivyDocument> = index.writer_with_num_threads(1, budget).map_err(tv(dir))?;
+    let mut writer: tantivy::IndexWriter<TantivyDocument> =
+        index.writer_with_num_threads(1, budget).map_err(tv(dir))?;
     let pb = progress_bar(opts.progress, files.len());
     pb.set_message("indexing");
     let (mut n_files, mut n_chunks) = (0usize, 0usize);
@@ -420,7 +524,11 @@ fn write_index(
         n_files += 1;
         for d in loaded.documents {
             let mut doc = TantivyDocument::default();
-            let title = d.metadata.get("title").and_then(|v| v.as_str()).unwrap_or("");
+            let title = d
+                .metadata
+                .get("title")
+                .and_then(|v| v.as_str())
+                .unwrap_or("");
             let headings: Vec<&str> = d
                 .metadata
                 .get("heading_path")
@@ -438,7 +546,10 @@ fn write_index(
     }
     pb.finish_and_clear();
     if n_chunks == 0 {
-        return Err(RetrievalError::EmptyCorpus { dir: corpus.to_path_buf(), skipped: *skipped });
+        return Err(RetrievalError::EmptyCorpus {
+            dir: corpus.to_path_buf(),
+            skipped: *skipped,
+        });
     }
     writer.commit().map_err(tv(dir))?;
     writer.wait_merging_threads().map_err(tv(dir))?;
@@ -452,8 +563,12 @@ fn write_index(
         corpus: corpus.display().to_string(),
     };
     let path = dir.join(MANIFEST);
-    let json = serde_json::to_vec_pretty(&manifest).map_err(|e| RetrievalError::io("writing", &path, e.into()))?;
-    let mut file = std::fs::File::create(&path).map_err(|e| RetrievalError::io("creating", &path, e))?;
-    file.write_all(&json).and_then(|_| file.sync_all()).map_err(|e| RetrievalError::io("writing", &path, e))?;
+    let json = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| RetrievalError::io("writing", &path, e.into()))?;
+    let mut file =
+        std::fs::File::create(&path).map_err(|e| RetrievalError::io("creating", &path, e))?;
+    file.write_all(&json)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| RetrievalError::io("writing", &path, e))?;
     Ok((n_files, n_chunks))
 }

@@ -118,13 +118,18 @@ fn has_supported_extension(path: &Path) -> bool {
 /// returns the candidate files. Excluded files count as skipped without a warning.
 pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
     let mut out = Walk::default();
-    let walker = walkdir::WalkDir::new(root).follow_links(true).sort_by_file_name();
+    let walker = walkdir::WalkDir::new(root)
+        .follow_links(true)
+        .sort_by_file_name();
     for entry in walker {
         let entry = match entry {
             Ok(e) => e,
             Err(err) => {
                 out.skipped += 1;
-                let where_ = err.path().map(|p| p.display().to_string()).unwrap_or_else(|| root.display().to_string());
+                let where_ = err
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| root.display().to_string());
                 if err.loop_ancestor().is_some() {
                     out.warnings.push(format!("skipped {where_}: symlink loop"));
                 } else {
@@ -149,7 +154,10 @@ pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
         }
         if !ok {
             out.skipped += 1;
-            out.warnings.push(format!("skipped {}: file name is not valid UTF-8", entry.path().display()));
+            out.warnings.push(format!(
+                "skipped {}: file name is not valid UTF-8",
+                entry.path().display()
+            ));
             continue;
         }
         let rel = parts.join("/");
@@ -157,7 +165,10 @@ pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
             out.skipped += 1;
             continue;
         }
-        out.candidates.push(Candidate { rel, path: entry.path().to_path_buf() });
+        out.candidates.push(Candidate {
+            rel,
+            path: entry.path().to_path_buf(),
+        });
     }
     out.candidates.sort_by(|a, b| a.rel.cmp(&b.rel));
     out
@@ -178,9 +189,12 @@ pub(crate) fn extract_bytes(rel: &str, bytes: &[u8]) -> Result<Extracted, Skip> 
         return Err(Skip::Warn("empty file".to_string()));
     }
     if bytes[..bytes.len().min(8192)].contains(&0) {
-        return Err(Skip::Warn("binary file (NUL byte in the first 8 KiB)".to_string()));
+        return Err(Skip::Warn(
+            "binary file (NUL byte in the first 8 KiB)".to_string(),
+        ));
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| Skip::Warn(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Skip::Warn(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let ext = rel.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
     let extracted = match ext.as_str() {
@@ -189,7 +203,11 @@ pub(crate) fn extract_bytes(rel: &str, bytes: &[u8]) -> Result<Extracted, Skip> 
             html::HtmlPage::Redirect | html::HtmlPage::NoIndex => return Err(Skip::Quiet),
         },
         "md" | "markdown" => markdown::extract_markdown(text),
-        _ => Extracted { title: None, text: text.to_string(), headings: Vec::new() },
+        _ => Extracted {
+            title: None,
+            text: text.to_string(),
+            headings: Vec::new(),
+        },
     };
     if extracted.text.trim().is_empty() {
         return Err(Skip::Quiet);
@@ -198,9 +216,16 @@ pub(crate) fn extract_bytes(rel: &str, bytes: &[u8]) -> Result<Extracted, Skip> 
 }
 
 /// Builds the documents of one file from its extracted text.
-pub(crate) fn documents_for(source: &str, extracted: &Extracted, sizes: &ChunkSizes) -> Vec<Document> {
+pub(crate) fn documents_for(
+    source: &str,
+    extracted: &Extracted,
+    sizes: &ChunkSizes,
+) -> Vec<Document> {
     let file_name = source.rsplit('/').next().unwrap_or(source);
-    let title = extracted.title.clone().unwrap_or_else(|| file_name.to_string());
+    let title = extracted
+        .title
+        .clone()
+        .unwrap_or_else(|| file_name.to_string());
     chunk_text(&extracted.text, &extracted.headings, sizes)
         .into_iter()
         .enumerate()
@@ -211,10 +236,20 @@ pub(crate) fn documents_for(source: &str, extracted: &Extracted, sizes: &ChunkSi
             m.insert("id".into(), id.clone().into());
             m.insert("source".into(), source.into());
             m.insert("title".into(), title.clone().into());
-            m.insert("heading_path".into(), c.heading_path.into_iter().map(serde_json::Value::from).collect());
+            m.insert(
+                "heading_path".into(),
+                c.heading_path
+                    .into_iter()
+                    .map(serde_json::Value::from)
+                    .collect(),
+            );
             m.insert("chunk_index".into(), i.into());
             m.insert("byte_range".into(), serde_json::json!([c.start, c.end]));
-            Document { id, content, metadata: m }
+            Document {
+                id,
+                content,
+                metadata: m,
+            }
         })
         .collect()
 }
@@ -242,7 +277,11 @@ pub(crate) fn load_file(
                 *skipped += 1;
                 return None;
             }
-            Some(LoadedFile { source: cand.rel.clone(), extracted, documents })
+            Some(LoadedFile {
+                source: cand.rel.clone(),
+                extracted,
+                documents,
+            })
         }
         Err(Skip::Quiet) => {
             *skipped += 1;
@@ -266,10 +305,20 @@ pub(crate) fn load_file(
 pub fn load_corpus(root: &Path, opts: &IndexOptions) -> Result<LoadedCorpus, RetrievalError> {
     super::check_dir(root)?;
     let w = walk(root, &opts.exclude);
-    let mut out = LoadedCorpus { files: Vec::new(), skipped: w.skipped, warnings: w.warnings };
+    let mut out = LoadedCorpus {
+        files: Vec::new(),
+        skipped: w.skipped,
+        warnings: w.warnings,
+    };
     for cand in &w.candidates {
         let bytes = std::fs::read(&cand.path);
-        if let Some(f) = load_file(cand, bytes, &opts.chunk, &mut out.skipped, &mut out.warnings) {
+        if let Some(f) = load_file(
+            cand,
+            bytes,
+            &opts.chunk,
+            &mut out.skipped,
+            &mut out.warnings,
+        ) {
             out.files.push(f);
         }
     }
@@ -287,14 +336,23 @@ mod tests {
         assert!(glob_match("a*/b?.md", "abc/d/b1.md"));
         assert!(!glob_match("*.md", "a.html"));
         assert!(is_excluded("book/print.html", &["print.html".into()]));
-        assert!(!is_excluded("book/print.html", &["other/print.html".into()]));
+        assert!(!is_excluded(
+            "book/print.html",
+            &["other/print.html".into()]
+        ));
         assert!(is_excluded("book/x/print.html", &["book/*".into()]));
     }
 
     #[test]
     fn binary_and_utf8() {
-        assert!(matches!(extract_bytes("a.txt", b"ab\0cd"), Err(Skip::Warn(_))));
-        assert!(matches!(extract_bytes("a.txt", &[0x66, 0xff, 0x66]), Err(Skip::Warn(_))));
+        assert!(matches!(
+            extract_bytes("a.txt", b"ab\0cd"),
+            Err(Skip::Warn(_))
+        ));
+        assert!(matches!(
+            extract_bytes("a.txt", &[0x66, 0xff, 0x66]),
+            Err(Skip::Warn(_))
+        ));
         assert!(matches!(extract_bytes("a.txt", b""), Err(Skip::Warn(_))));
         assert_eq!(extract_bytes("a.txt", b"   \n"), Err(Skip::Quiet));
         assert!(extract_bytes("a.txt", b"hello").is_ok());

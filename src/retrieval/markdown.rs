@@ -44,16 +44,31 @@ pub(crate) fn extract_markdown(text: &str) -> Extracted {
                 // Drop an optional closing run of `#`.
                 let t = rest.trim();
                 let t = t.trim_end_matches('#').trim_end();
-                let t = if t.is_empty() && !rest.trim().is_empty() { rest.trim() } else { t };
+                let t = if t.is_empty() && !rest.trim().is_empty() {
+                    rest.trim()
+                } else {
+                    t
+                };
                 let text: String = t.split_whitespace().collect::<Vec<_>>().join(" ");
                 if !text.is_empty() {
-                    headings.push(Heading { level: hashes as u8, text, start });
+                    headings.push(Heading {
+                        level: hashes as u8,
+                        text,
+                        start,
+                    });
                 }
             }
         }
     }
-    let title = headings.iter().find(|h| h.level == 1).map(|h| h.text.clone());
-    Extracted { title, text: text.to_string(), headings }
+    let title = headings
+        .iter()
+        .find(|h| h.level == 1)
+        .map(|h| h.text.clone());
+    Extracted {
+        title,
+        text: text.to_string(),
+        headings,
+    }
 }
 
 #[cfg(test)]
@@ -65,7 +80,11 @@ mod tests {
         let md = "# Title\n\nintro\n\n```rust\n# not a heading\n```\n\n## Sub ##\ntext\n#nospace\n";
         let e = extract_markdown(md);
         assert_eq!(e.title.as_deref(), Some("Title"));
-        let hs: Vec<_> = e.headings.iter().map(|h| (h.level, h.text.as_str())).collect();
+        let hs: Vec<_> = e
+            .headings
+            .iter()
+            .map(|h| (h.level, h.text.as_str()))
+            .collect();
         assert_eq!(hs, vec![(1, "Title"), (2, "Sub")]);
         assert_eq!(&md[e.headings[1].start..e.headings[1].start + 2], "##");
         assert_eq!(e.text, md);

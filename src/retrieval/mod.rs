@@ -31,7 +31,8 @@ pub use ingest::{load_corpus, Extracted, Heading, LoadedCorpus, LoadedFile};
 
 /// The namespace of every chunk id (UUID v5). Fixed forever: changing it changes
 /// every id ever handed out.
-pub const ID_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6c1f_7a52_3b0e_4d8e_9a55_1f2e_8c4d_b7a3);
+pub const ID_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6c1f_7a52_3b0e_4d8e_9a55_1f2e_8c4d_b7a3);
 
 /// One retrievable chunk: what the index stores and what [`Index::search`] returns.
 ///
@@ -174,7 +175,11 @@ pub enum RetrievalError {
 
 impl RetrievalError {
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        RetrievalError::Io { action, path: path.to_path_buf(), source }
+        RetrievalError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -194,7 +199,10 @@ pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError
         let out = std::process::Command::new(&rustc)
             .args(["--print", "sysroot"])
             .output()
-            .map_err(|e| RetrievalError::RustDocs { spec: spec.to_string(), message: format!("running {rustc:?}: {e}") })?;
+            .map_err(|e| RetrievalError::RustDocs {
+                spec: spec.to_string(),
+                message: format!("running {rustc:?}: {e}"),
+            })?;
         if !out.status.success() {
             return Err(RetrievalError::RustDocs {
                 spec: spec.to_string(),
@@ -202,7 +210,11 @@ pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError
             });
         }
         let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let mut p = PathBuf::from(sysroot).join("share").join("doc").join("rust").join("html");
+        let mut p = PathBuf::from(sysroot)
+            .join("share")
+            .join("doc")
+            .join("rust")
+            .join("html");
         let rest = rest.trim_matches('/');
         if !rest.is_empty() {
             p.push(rest);
@@ -225,7 +237,9 @@ pub(crate) fn check_dir(path: &Path) -> Result<(), RetrievalError> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(RetrievalError::NotADirectory(path.to_path_buf())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(RetrievalError::CorpusNotFound(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(RetrievalError::CorpusNotFound(path.to_path_buf()))
+        }
         Err(e) => Err(RetrievalError::io("reading", path, e)),
     }
 }
@@ -239,9 +253,14 @@ pub(crate) fn check_dir(path: &Path) -> Result<(), RetrievalError> {
 /// canonicalized, [`RetrievalError::NoCacheDir`] if no variable is set.
 pub fn default_index_dir(corpus: &Path) -> Result<PathBuf, RetrievalError> {
     check_dir(corpus)?;
-    let canonical = std::fs::canonicalize(corpus).map_err(|e| RetrievalError::io("resolving", corpus, e))?;
+    let canonical =
+        std::fs::canonicalize(corpus).map_err(|e| RetrievalError::io("resolving", corpus, e))?;
     let hash = blake3::hash(canonical.as_os_str().as_encoded_bytes()).to_hex();
-    let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let nonempty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let cache = if let Some(d) = nonempty("RAGLOOP_CACHE_DIR") {
         d
     } else if let Some(d) = nonempty("XDG_CACHE_HOME") {
@@ -257,6 +276,11 @@ pub fn default_index_dir(corpus: &Path) -> Result<PathBuf, RetrievalError> {
 /// The stable id of a chunk: UUID v5 in [`ID_NAMESPACE`] of
 /// `"{source}\0{chunk_index}\0{blake3 hex of content}"`.
 pub fn chunk_id(source: &str, chunk_index: usize, content: &str) -> String {
-    let name = format!("{source}\u{0}{chunk_index}\u{0}{}", blake3::hash(content.as_bytes()).to_hex());
-    uuid::Uuid::new_v5(&ID_NAMESPACE, name.as_bytes()).hyphenated().to_string()
+    let name = format!(
+        "{source}\u{0}{chunk_index}\u{0}{}",
+        blake3::hash(content.as_bytes()).to_hex()
+    );
+    uuid::Uuid::new_v5(&ID_NAMESPACE, name.as_bytes())
+        .hyphenated()
+        .to_string()
 }
