@@ -203,7 +203,8 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
                         serde_path_to_error::Segment::Unknown => None,
                     })
                     .collect();
-                let (diag, cut) = classify(err.inner().to_string(), &segments, spans);
+                let (msg, segments) = refine_untagged(err.inner().to_string(), segments, &work);
+                let (diag, cut) = classify(msg, &segments, spans);
                 diags.push(diag.at_default(file));
                 // Drop the faulty entry and retry, to find faults in the other entries.
                 if !cut_entry(&mut work, &segments, cut) {
@@ -213,6 +214,36 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
         }
     }
     Err(diags)
+}
+
+/// serde reports a failed untagged enum as "did not match any variant", which hides
+/// the real fault. When the value has the shape of the structured alternative
+/// (a list of arms, a `{file}` mapping), deserialize it as that alternative to get
+/// the precise error and path.
+fn refine_untagged(msg: String, segments: Vec<String>, work: &Value) -> (String, Vec<String>) {
+    fn precise<T: serde::de::DeserializeOwned>(v: &Value, mut segments: Vec<String>) -> Option<(String, Vec<String>)> {
+        let err = serde_path_to_error::deserialize::<_, T>(v).err()?;
+        for seg in err.path().iter() {
+            match seg {
+                serde_path_to_error::Segment::Map { key } => segments.push(key.clone()),
+                serde_path_to_error::Segment::Seq { index } => segments.push(index.to_string()),
+                _ => {}
+            }
+        }
+        Some((err.inner().to_string(), segments))
+    }
+    if !msg.contains("did not match any variant of untagged enum") {
+        return (msg, segments);
+    }
+    let value = work.pointer(&yaml::pointer(&segments)).cloned().unwrap_or(Value::Null);
+    let refined = if msg.contains("enum Edge") && value.is_array() {
+        precise::<Vec<super::types::Arm>>(&value, segments.clone())
+    } else if msg.contains("enum TemplateSource") && value.is_object() {
+        precise::<super::types::FileRef>(&value, segments.clone())
+    } else {
+        None
+    };
+    refined.unwrap_or((msg, segments))
 }
 
 trait AtDefault {

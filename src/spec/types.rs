@@ -16,6 +16,7 @@ pub const SPEC_VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct Spec {
     /// Spec format version. Must be 1.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u32,
     /// Name of the graph (shown in traces and reports).
     pub name: String,

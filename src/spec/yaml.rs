@@ -167,8 +167,15 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
             Ok(e) => e,
             Err(err) => {
                 let m = err.marker();
+                // The scanner has its own nesting limit, which it may hit before we see
+                // the events that would trip ours.
+                let (code, msg) = if err.info().contains("recursion limit") {
+                    (Code::TooLarge, format!("nesting deeper than the parser allows ({})", err.info()))
+                } else {
+                    (Code::YamlSyntax, format!("YAML syntax error: {}", err.info()))
+                };
                 diags.push(
-                    Diagnostic::new(Code::YamlSyntax, format!("YAML syntax error: {}", err.info()))
+                    Diagnostic::new(code, msg)
                         .at(Some(Span::point(file, m.line() as u32, m.col() as u32 + 1))),
                 );
                 return Err(diags);
