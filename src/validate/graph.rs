@@ -153,7 +153,8 @@ pub(crate) fn compared_fields(pred: &str) -> Vec<String> {
     let mut out = Vec::new();
     let is_ident = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     for i in 0..t.len() {
-        if !is_ident(&t[i]) || (i > 0 && t[i - 1] == ".") {
+        // Skip attributes (`x.field`) and filter names (`x | length`).
+        if !is_ident(&t[i]) || (i > 0 && (t[i - 1] == "." || t[i - 1] == "|")) {
             continue;
         }
         let mut j = i + 1;
