@@ -50,7 +50,8 @@ codes! {
     /// A value has the wrong type or is outside its allowed values (for example a
     /// string where a number is required, or an unknown node `kind`).
     WrongType = "E004", "wrong type or value";
-    /// A required key is missing.
+    /// A required key is missing, for example a node without `kind`, a `retrieve`
+    /// node without `query`, or a `map` node without `over`.
     MissingKey = "E005", "missing required key";
     /// The `version` key is missing or names a format version this ragloop does not know.
     Version = "E006", "unsupported spec version";
@@ -148,4 +149,22 @@ codes! {
 
     /// A branch arm after an always-true predicate can never be taken.
     ShadowedArm = "W001", "branch arm can never be taken";
+}
+
+/// The code reference as Markdown (published as docs/diagnostics.md; a test keeps the
+/// two in sync).
+pub fn codes_markdown() -> String {
+    let mut out = String::from(
+        "# Diagnostic codes\n\n\
+         Generated from `src/diag/code.rs` (`RAGLOOP_BLESS=1 cargo test --test docs` rewrites it).\n\
+         Codes are stable: a code is never reused for a different fault. `E` codes are errors\n\
+         (`ragloop validate` exits 1), `W` codes are warnings (exit 1 only with `--deny-warnings`).\n\n\
+         Every diagnostic points at the offending value: in the spec, or in the prompt or schema\n\
+         file where the fault is. `tests/specs/invalid/` holds a spec for each error code.\n",
+    );
+    for code in Code::ALL {
+        let text: Vec<&str> = code.explanation().lines().map(str::trim).collect();
+        out.push_str(&format!("\n## {} — {}\n\n{}\n", code.as_str(), code.summary(), text.join("\n").trim_end()));
+    }
+    out
 }

@@ -5,7 +5,7 @@
 mod code;
 pub mod render;
 
-pub use code::Code;
+pub use code::{codes_markdown, Code};
 
 use crate::spec::source::Span;
 

@@ -149,6 +149,27 @@ pub fn read_text(path: &Path, shown: &Path, sources: &mut Sources, at: Option<Sp
 pub fn load_spec(path: &Path, sources: &mut Sources) -> Result<LoadedSpec, Vec<Diagnostic>> {
     let limits = Limits::default();
     let file = read_text(path, path, sources, None, limits.max_bytes).map_err(|d| vec![d])?;
+    load_spec_file(path, file, sources)
+}
+
+/// Loads a spec from text, as if it had been read from `path` (which sets the
+/// directory the spec's `root` is relative to and the name diagnostics show).
+///
+/// # Errors
+/// As [`load_spec`], without the file-reading ones.
+pub fn load_spec_str(path: &Path, text: &str, sources: &mut Sources) -> Result<LoadedSpec, Vec<Diagnostic>> {
+    let limits = Limits::default();
+    if text.len() > limits.max_bytes {
+        let file = sources.add(path, "");
+        return Err(vec![Diagnostic::new(Code::TooLarge, format!("spec is {} bytes; the limit is {} bytes", text.len(), limits.max_bytes))
+            .at(Some(Span::file_start(file)))]);
+    }
+    let file = sources.add(path, text);
+    load_spec_file(path, file, sources)
+}
+
+fn load_spec_file(path: &Path, file: FileId, sources: &mut Sources) -> Result<LoadedSpec, Vec<Diagnostic>> {
+    let limits = Limits::default();
     let text = sources.get(file).text.clone();
     let (raw, spans) = yaml::parse(&text, file, &limits)?;
     let spec = typed(&raw, &spans, file)?;

@@ -5,5 +5,5 @@ pub mod source;
 pub mod types;
 pub mod yaml;
 
-pub use load::{load_spec, LoadedSpec};
+pub use load::{load_spec, load_spec_str, LoadedSpec};
 pub use types::*;

@@ -14,7 +14,7 @@ pub use schemas::{load_schema, LoadedSchema};
 
 use crate::diag::{sort_dedup, Diagnostic};
 use crate::spec::source::Sources;
-use crate::spec::{load_spec, overlay, LoadedSpec};
+use crate::spec::{load_spec, load_spec_str, overlay, LoadedSpec};
 use indexmap::IndexMap;
 use serde_json::Value;
 use std::path::Path;
@@ -45,7 +45,18 @@ impl Outcome {
 
 /// Loads a spec file and runs every check on it and on each variant's merged spec.
 pub fn validate_file(path: &Path, sources: &mut Sources, opts: &Options) -> Outcome {
-    let loaded = match load_spec(path, sources) {
+    finish(load_spec(path, sources), sources, opts)
+}
+
+/// Validates spec text as if it had been read from `path` (see
+/// [`crate::spec::load_spec_str`]); used by the fuzz target and by tools that hold
+/// the text in memory.
+pub fn validate_str(path: &Path, text: &str, sources: &mut Sources, opts: &Options) -> Outcome {
+    finish(load_spec_str(path, text, sources), sources, opts)
+}
+
+fn finish(loaded: Result<LoadedSpec, Vec<Diagnostic>>, sources: &mut Sources, opts: &Options) -> Outcome {
+    let loaded = match loaded {
         Ok(l) => l,
         Err(mut diagnostics) => {
             sort_dedup(&mut diagnostics);
