@@ -22,6 +22,7 @@ pub mod graph;
 pub mod jinja;
 pub mod providers;
 pub mod retrieval;
+pub mod runtime;
 pub mod spec;
 pub mod tasks;
 pub mod validate;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 mod graph;
 mod index;
+mod run;
 mod validate;
 
 /// Exit status for a usage error (bad flags or arguments).
@@ -28,6 +29,8 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Build (or reuse) the BM25 index of a corpus directory.
     Index(index::IndexArgs),
+    /// Run a spec on a question (offline by default) and print the answer, its sources and the path taken.
+    Run(run::RunArgs),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -46,5 +49,6 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Index(args) => index::run(args),
+        Command::Run(args) => run::run(args),
     }
 }

@@ -4,6 +4,10 @@
 //!
 //! Errors are sorted into transient (worth a retry), permanent, and
 //! unsupported/invalid-output kinds, so retries touch only what a retry can fix.
+pub mod offline;
+pub mod registry;
+pub mod scripted;
+
 use crate::spec::types::ModelSpec;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,296 @@
+//! `ragloop run SPEC --question TEXT`: execute a spec, offline by default.
+//!
+//! Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed (or the spec
+//! does not validate, or its resources cannot be opened), 2 usage error. With
+//! `--input`, the most severe status over all questions decides (failed > limit >
+//! exhausted/fallback > generated), and a bad input line counts as failed.
+use ragloop::runtime::state::parse_set;
+use ragloop::runtime::trace::Tee;
+use ragloop::runtime::{
+    load_program, run as run_program, JsonlTrace, LoadError, Observer, ResourceOptions, Resources,
+    RunInput, RunResult, Status, Verbose,
+};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `ragloop run`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error."
+)]
+pub struct RunArgs {
+    /// The spec file.
+    pub spec: PathBuf,
+    /// The question.
+    #[arg(long, short, conflicts_with = "input")]
+    pub question: Option<String>,
+    /// Questions, one per line: `{"id": ..., "question": ...}` or a JSON string. One
+    /// JSON result line per question is written to stdout.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Corpus directory for every retriever, instead of the spec's.
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// Apply a variant of the spec.
+    #[arg(long)]
+    pub variant: Option<String>,
+    /// Override a model: NAME=PROVIDER[:MODEL] (repeatable).
+    #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL]")]
+    pub models: Vec<String>,
+    /// Set a state field: FIELD=VALUE, VALUE parsed as JSON, else a string (repeatable).
+    #[arg(long = "set", value_name = "FIELD=VALUE")]
+    pub sets: Vec<String>,
+    /// Write one JSON line per step to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print each step on stderr.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ragloop run: {msg}");
+    ExitCode::from(super::EXIT_USAGE)
+}
+
+fn result_json(r: &RunResult, id: Option<&Value>) -> Value {
+    let mut v = json!({
+        "status": r.status,
+        "answer": r.answer,
+        "sources": r.sources,
+        "path": r.path,
+        "iterations": r.iterations,
+        "steps": r.steps,
+        "state": r.state,
+        "usage": r.usage,
+        "error": r.error,
+    });
+    if let (Some(id), Some(obj)) = (id, v.as_object_mut()) {
+        obj.insert("id".into(), id.clone());
+    }
+    if let (Some(variant), Some(obj)) = (&r.variant, v.as_object_mut()) {
+        obj.insert("variant".into(), Value::String(variant.clone()));
+    }
+    v
+}
+
+fn print_human(r: &RunResult) {
+    let mut out = std::io::stdout().lock();
+    if let Some(a) = &r.answer {
+        let _ = writeln!(out, "{a}\n");
+    }
+    if !r.sources.is_empty() && r.status == Status::Generated {
+        let _ = writeln!(out, "Sources:");
+        for s in &r.sources {
+            let _ = writeln!(out, "  - {s}");
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "Path: {} ({} step(s), {} iteration(s))",
+        r.path.join(" -> "),
+        r.steps,
+        r.iterations
+    );
+    let _ = writeln!(out, "Status: {}", r.status);
+    if let Some(e) = &r.error {
+        eprintln!("ragloop run: {e}");
+    }
+}
+
+/// Runs `ragloop run`.
+pub fn run(args: RunArgs) -> ExitCode {
+    let question = match (&args.question, &args.input) {
+        (Some(q), _) if q.trim().is_empty() => return usage("the question is empty"),
+        (Some(q), _) => Some(q.clone()),
+        (None, Some(_)) => None,
+        (None, None) => return usage(
+            "give a question with --question TEXT, or a file of questions with --input FILE.jsonl",
+        ),
+    };
+    let mut sets = Vec::new();
+    for s in &args.sets {
+        match parse_set(s) {
+            Ok(kv) => sets.push(kv),
+            Err(e) => return usage(e),
+        }
+    }
+    // Read the questions before anything expensive.
+    let lines = match &args.input {
+        None => None,
+        Some(path) => match std::fs::read(path) {
+            Err(e) => return usage(format!("cannot read {}: {e}", path.display())),
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Err(e) => {
+                    return usage(format!(
+                        "{} is not UTF-8 (byte offset {})",
+                        path.display(),
+                        e.utf8_error().valid_up_to()
+                    ))
+                }
+                Ok(text) => Some(text),
+            },
+        },
+    };
+    let program = match load_program(&args.spec, args.variant.as_deref(), &args.models) {
+        Ok(p) => p,
+        Err(LoadError::Usage(m)) => return usage(m),
+        Err(LoadError::Invalid(text)) => {
+            eprint!("{text}");
+            eprintln!(
+                "ragloop run: {} does not validate; nothing was run",
+                args.spec.display()
+            );
+            return ExitCode::from(1);
+        }
+        Err(LoadError::Compile(m)) => {
+            eprintln!("ragloop run: {m}");
+            return ExitCode::from(1);
+        }
+    };
+    for (field, _) in &sets {
+        if !program.state_fields.iter().any(|f| f == field) {
+            return usage(format!(
+                "--set {field}: the state has no field `{field}` (fields: {})",
+                program.state_fields.join(", ")
+            ));
+        }
+    }
+    let mut trace_file = None;
+    if let Some(path) = &args.trace {
+        match std::fs::File::create(path) {
+            Ok(f) => trace_file = Some(f),
+            Err(e) => return usage(format!("cannot create trace file {}: {e}", path.display())),
+        }
+    }
+    let opts = ResourceOptions {
+        corpus: args.corpus.clone(),
+        progress: !args.json,
+        ..ResourceOptions::default()
+    };
+    let resources = match Resources::prepare(&program, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ragloop run: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ragloop run: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut observers: Vec<Box<dyn Observer>> = Vec::new();
+    if let Some(f) = trace_file {
+        observers.push(Box::new(JsonlTrace::new(std::io::BufWriter::new(f))));
+    }
+    if args.verbose {
+        observers.push(Box::new(Verbose));
+    }
+    let mut obs = Tee(observers);
+    match lines {
+        None => {
+            let input = RunInput { question, sets };
+            let result = rt.block_on(run_program(&program, &resources, &input, &mut obs));
+            if args.json {
+                println!("{}", result_json(&result, None));
+                if let Some(e) = &result.error {
+                    eprintln!("ragloop run: {e}");
+                }
+            } else {
+                print_human(&result);
+            }
+            ExitCode::from(result.status.exit_code())
+        }
+        Some(text) => {
+            let mut worst: Option<Status> = None;
+            let mut bad_lines = 0usize;
+            let mut stdout = std::io::stdout().lock();
+            for (n, line) in text.lines().enumerate() {
+                let lineno = n + 1;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let parsed: Result<(Option<Value>, String), String> =
+                    match serde_json::from_str::<Value>(line) {
+                        Ok(Value::String(q)) => Ok((None, q)),
+                        Ok(Value::Object(m)) => match m.get("question").and_then(Value::as_str) {
+                            Some(q) => Ok((m.get("id").cloned(), q.to_string())),
+                            None => Err("expected an object with a string `question`".into()),
+                        },
+                        Ok(_) => {
+                            Err("expected {\"id\": ..., \"question\": ...} or a JSON string".into())
+                        }
+                        Err(e) => Err(format!("not JSON: {e}")),
+                    };
+                let (id, q) = match parsed {
+                    Ok((id, q)) if !q.trim().is_empty() => (id, q),
+                    Ok(_) => {
+                        bad_lines += 1;
+                        eprintln!(
+                            "ragloop run: {}:{lineno}: the question is empty",
+                            args.input
+                                .as_deref()
+                                .unwrap_or_else(|| std::path::Path::new(""))
+                                .display()
+                        );
+                        let _ = writeln!(
+                            stdout,
+                            "{}",
+                            json!({"line": lineno, "status": "failed", "error": "the question is empty"})
+                        );
+                        let _ = stdout.flush();
+                        continue;
+                    }
+                    Err(e) => {
+                        bad_lines += 1;
+                        eprintln!(
+                            "ragloop run: {}:{lineno}: {e}",
+                            args.input
+                                .as_deref()
+                                .unwrap_or_else(|| std::path::Path::new(""))
+                                .display()
+                        );
+                        let _ = writeln!(
+                            stdout,
+                            "{}",
+                            json!({"line": lineno, "status": "failed", "error": e})
+                        );
+                        let _ = stdout.flush();
+                        continue;
+                    }
+                };
+                let input = RunInput {
+                    question: Some(q),
+                    sets: sets.clone(),
+                };
+                let result = rt.block_on(run_program(&program, &resources, &input, &mut obs));
+                let mut v = result_json(&result, id.as_ref());
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("line".into(), json!(lineno));
+                }
+                let _ = writeln!(stdout, "{v}");
+                let _ = stdout.flush();
+                if worst.is_none_or(|w| result.status.severity() > w.severity()) {
+                    worst = Some(result.status);
+                }
+            }
+            if bad_lines > 0 {
+                return ExitCode::from(1);
+            }
+            ExitCode::from(worst.map_or(0, Status::exit_code))
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Running specs: the tokio interpreter and what it needs.
+//!
+//! - [`program`]: a validated spec compiled for running ([`Program`]);
+//! - [`state`]: initial state, reducers, state schema checks;
+//! - [`eval`]: templates and expressions on the shared minijinja environment;
+//! - [`resources`]: retrievers ([`Retriever`], BM25 by default), tools, providers;
+//! - [`interpreter`]: [`run`], one run of a program;
+//! - [`trace`]: step records, JSON-lines traces, verbose output;
+//! - [`status`]: terminal statuses and exit codes.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), String> {
+//! use ragloop::runtime::*;
+//! let program = load_program(std::path::Path::new("graphs/crag.yaml"), None, &[]).map_err(|e| e.to_string())?;
+//! let res = Resources::prepare(&program, ResourceOptions::default())?;
+//! let input = RunInput { question: Some("What does cargo check do?".into()), sets: vec![] };
+//! let result = run(&program, &res, &input, &mut NoTrace).await;
+//! println!("{} {:?}", result.status, result.answer);
+//! # Ok(()) }
+//! ```
+pub mod eval;
+pub mod interpreter;
+pub mod program;
+pub mod resources;
+pub mod state;
+pub mod status;
+pub mod trace;
+
+pub use interpreter::run;
+pub use program::Program;
+pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever};
+pub use status::Status;
+pub use trace::{JsonlTrace, NoTrace, Observer, StepRecord, Verbose};
+
+use crate::diag::Diagnostic;
+use crate::spec::source::Sources;
+use crate::spec::types::Provider as ProviderKind;
+use crate::spec::{overlay, LoadedSpec};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+/// One run's inputs besides the spec.
+#[derive(Clone, Debug, Default)]
+pub struct RunInput {
+    /// The question (written to the `question` field).
+    pub question: Option<String>,
+    /// `--set FIELD=VALUE` values, applied after the question.
+    pub sets: Vec<(String, Value)>,
+}
+
+/// Token usage of a whole run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RunUsage {
+    /// LLM calls (repairs included).
+    pub calls: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
+}
+
+/// What a run returns.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// Terminal status.
+    pub status: Status,
+    /// The answer (`output.answer` field) when the status is generated or fallback.
+    pub answer: Option<String>,
+    /// `metadata.source` (else `id`) of the documents in the `output.documents` field,
+    /// deduplicated, in order.
+    pub sources: Vec<String>,
+    /// Nodes executed, in order.
+    pub path: Vec<String>,
+    /// How many times the entry node ran (passes through the loop).
+    pub iterations: u32,
+    /// Node executions (the length of `path`).
+    pub steps: u32,
+    /// The final state.
+    pub state: Value,
+    /// LLM usage.
+    pub usage: RunUsage,
+    /// Why the run failed or was limited.
+    pub error: Option<String>,
+    /// The variant the run used.
+    pub variant: Option<String>,
+}
+
+impl RunResult {
+    fn new(variant: Option<&str>) -> RunResult {
+        RunResult {
+            status: Status::Failed,
+            answer: None,
+            sources: Vec::new(),
+            path: Vec::new(),
+            iterations: 0,
+            steps: 0,
+            state: Value::Null,
+            usage: RunUsage::default(),
+            error: None,
+            variant: variant.map(str::to_string),
+        }
+    }
+
+    fn fail(&mut self, msg: String) {
+        self.status = Status::Failed;
+        self.error = Some(msg);
+    }
+}
+
+/// Why a spec could not be made into a program.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The spec does not validate; the diagnostics are rendered as human text.
+    Invalid(String),
+    /// A bad argument (unknown variant or model, malformed override).
+    Usage(String),
+    /// The spec validated but could not be compiled.
+    Compile(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Invalid(s) | LoadError::Usage(s) | LoadError::Compile(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Applies `--model NAME=PROVIDER[:MODEL]` to a loaded spec.
+///
+/// # Errors
+/// A usage message for a malformed argument, an unknown model or provider.
+pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), String> {
+    let (name, rest) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL]"))?;
+    let (prov, model) = match rest.split_once(':') {
+        Some((p, m)) => (p, Some(m)),
+        None => (rest, None),
+    };
+    let kind: ProviderKind = serde_json::from_value(Value::String(prov.to_string())).map_err(|_| {
+        format!("`--model {arg}`: unknown provider `{prov}` (expected offline, scripted, replay, openai or anthropic)")
+    })?;
+    let known: Vec<String> = loaded.spec.models.keys().cloned().collect();
+    let m = loaded.spec.models.get_mut(name).ok_or_else(|| {
+        format!(
+            "`--model {arg}`: the spec has no model `{name}` (models: {})",
+            known.join(", ")
+        )
+    })?;
+    m.provider = kind;
+    if let Some(model) = model.filter(|m| !m.is_empty()) {
+        m.model = Some(model.to_string());
+    }
+    Ok(())
+}
+
+/// Loads, validates and compiles a spec: the variant (if any) is applied, then the
+/// model overrides. Validation skips environment checks (corpus directories are
+/// checked when the run's resources are opened, so `--corpus` can replace them).
+///
+/// # Errors
+/// [`LoadError::Invalid`] with rendered diagnostics, [`LoadError::Usage`] for an
+/// unknown variant or bad override, [`LoadError::Compile`].
+pub fn load_program(
+    path: &Path,
+    variant: Option<&str>,
+    models: &[String],
+) -> Result<Program, LoadError> {
+    let mut sources = Sources::new();
+    let opts = crate::validate::Options {
+        no_environment: true,
+    };
+    let outcome = crate::validate::validate_file(path, &mut sources, &opts);
+    let errors: Vec<Diagnostic> = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .cloned()
+        .collect();
+    if !errors.is_empty() {
+        return Err(LoadError::Invalid(crate::diag::render::render(
+            &errors,
+            &sources,
+            crate::diag::render::Format::Human,
+        )));
+    }
+    let Some(base) = outcome.spec else {
+        return Err(LoadError::Invalid(format!(
+            "{} could not be loaded",
+            path.display()
+        )));
+    };
+    let mut loaded = match variant {
+        None => base,
+        Some(v) => {
+            if !base.spec.variants.contains_key(v) {
+                let names: Vec<&str> = base.spec.variants.keys().map(String::as_str).collect();
+                return Err(LoadError::Usage(format!(
+                    "unknown variant `{v}`; {} defines: {}",
+                    path.display(),
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+            let mut merged = overlay::apply(&base, v).map_err(|ds| {
+                LoadError::Invalid(crate::diag::render::render(
+                    &ds,
+                    &sources,
+                    crate::diag::render::Format::Human,
+                ))
+            })?;
+            merged.variant = Some(v.to_string());
+            merged
+        }
+    };
+    for m in models {
+        apply_model_override(&mut loaded, m).map_err(LoadError::Usage)?;
+    }
+    Program::compile(&loaded).map_err(LoadError::Compile)
+}

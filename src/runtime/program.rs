@@ -1,0 +1,355 @@
+//! A spec compiled for running: templates, expressions and schemas compiled once,
+//! node names turned into indices.
+use super::eval::{Compiled, Engine, EngineBuilder, Expr};
+use super::state::SchemaCheck;
+use crate::spec::source::Sources;
+use crate::spec::types::{Edge, LlmNode, ModelSpec, NodeSpec, Reducer, SchemaRef, TemplateSource};
+use crate::spec::LoadedSpec;
+use minijinja::Template;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where an edge leads: a node index, or END (`None`).
+pub type Target = Option<usize>;
+
+/// A compiled outgoing edge.
+#[derive(Debug)]
+pub enum EdgeProg {
+    /// Always to this target.
+    Static(Target),
+    /// `when` arms in order; the arm without a predicate is `else`.
+    Branch(Vec<(Option<Expr>, Target)>),
+}
+
+/// A compiled LLM call (an `llm` node, or each call of a `map` node).
+pub struct LlmProg {
+    /// Model name.
+    pub model: String,
+    /// The model's configuration.
+    pub model_spec: ModelSpec,
+    /// The task, if named.
+    pub task: Option<String>,
+    /// Named inputs.
+    pub inputs: Vec<(Arc<str>, Compiled)>,
+    /// System template.
+    pub system: Option<Template<'static, 'static>>,
+    /// User template.
+    pub user: Template<'static, 'static>,
+    /// Structured output schema and its validator.
+    pub schema: Option<(Value, SchemaCheck)>,
+    /// Repair turns allowed.
+    pub repairs: u32,
+}
+
+impl std::fmt::Debug for LlmProg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LlmProg({})", self.model)
+    }
+}
+
+/// What a node does.
+#[derive(Debug)]
+pub enum Body {
+    /// Query a retriever.
+    Retrieve {
+        /// Retriever name.
+        retriever: String,
+        /// Query template.
+        query: Template<'static, 'static>,
+        /// Documents per query.
+        top_k: usize,
+    },
+    /// One LLM call.
+    Llm(LlmProg),
+    /// One LLM call per element of `over`.
+    Map {
+        /// The call.
+        call: LlmProg,
+        /// The list expression.
+        over: Expr,
+        /// Most calls in flight.
+        concurrency: usize,
+    },
+    /// Expressions only.
+    Update,
+    /// A tool search.
+    Tool {
+        /// Tool name.
+        tool: String,
+        /// Query template.
+        query: Template<'static, 'static>,
+    },
+}
+
+/// A compiled node.
+#[derive(Debug)]
+pub struct NodeProg {
+    /// Name.
+    pub name: String,
+    /// Kind as written in specs.
+    pub kind: &'static str,
+    /// Visit limit.
+    pub max_visits: Option<u32>,
+    /// What it does.
+    pub body: Body,
+    /// Field, its reducer, and the value to merge.
+    pub update: Vec<(String, Reducer, Compiled)>,
+    /// Outgoing edge.
+    pub edge: EdgeProg,
+    /// Listed in `output.fallback`.
+    pub fallback: bool,
+}
+
+/// A spec ready to run.
+#[derive(Debug)]
+pub struct Program {
+    /// The (merged) spec.
+    pub loaded: LoadedSpec,
+    /// The engine holding the templates.
+    pub engine: Engine,
+    /// The state schema.
+    pub state_check: SchemaCheck,
+    /// Properties the state schema declares.
+    pub state_fields: Vec<String>,
+    /// Nodes, in spec order.
+    pub nodes: Vec<NodeProg>,
+    /// Entry node index.
+    pub entry: usize,
+    /// Global step limit.
+    pub max_steps: u32,
+}
+
+fn template_text(loaded: &LoadedSpec, src: &TemplateSource) -> Result<String, String> {
+    match src {
+        TemplateSource::Inline(s) => Ok(s.clone()),
+        TemplateSource::File(f) => {
+            let path: PathBuf = loaded.resolve(&f.file, None).map_err(|d| d.message)?;
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        }
+    }
+}
+
+fn load_schema(loaded: &LoadedSpec, sref: &SchemaRef, at: &[&str]) -> Result<Value, String> {
+    let mut sources = Sources::new();
+    crate::validate::load_schema(loaded, sref, at, &mut sources)
+        .map(|s| s.schema)
+        .map_err(|ds| {
+            ds.into_iter()
+                .map(|d| d.message)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+}
+
+impl Program {
+    /// Compiles a loaded (and validated) spec.
+    ///
+    /// # Errors
+    /// A message naming the node or file at fault (a spec that passed `validate` does
+    /// not fail here unless files changed in between).
+    pub fn compile(loaded: &LoadedSpec) -> Result<Program, String> {
+        let spec = &loaded.spec;
+        let index: HashMap<&str, usize> = spec
+            .nodes
+            .keys()
+            .enumerate()
+            .map(|(i, k)| (k.as_str(), i))
+            .collect();
+        let target = |name: &str, from: &str| -> Result<Target, String> {
+            if name == "END" {
+                return Ok(None);
+            }
+            index
+                .get(name)
+                .copied()
+                .map(Some)
+                .ok_or_else(|| format!("edge of node `{from}` leads to unknown node `{name}`"))
+        };
+        let state_schema = load_schema(loaded, &spec.state.schema, &["state", "schema"])?;
+        let state_check =
+            SchemaCheck::new(&state_schema).map_err(|e| format!("state schema: {e}"))?;
+        let state_fields = state_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+
+        // Templates first: the environment is frozen before expressions compile.
+        let mut builder = EngineBuilder::default();
+        for (name, node) in &spec.nodes {
+            let add = |b: &mut EngineBuilder, part: &str, text: String| {
+                b.add_template(format!("{name}/{part}"), text)
+                    .map_err(|e| format!("node `{name}`: {part} template: {e}"))
+            };
+            match node {
+                NodeSpec::Retrieve { query, .. } | NodeSpec::Tool { query, .. } => {
+                    add(&mut builder, "query", query.clone())?
+                }
+                NodeSpec::Llm(l) | NodeSpec::Map(l) => {
+                    if let Some(s) = &l.prompt.system {
+                        let text = template_text(loaded, s)
+                            .map_err(|e| format!("node `{name}`: system prompt: {e}"))?;
+                        add(&mut builder, "system", text)?;
+                    }
+                    let text = template_text(loaded, &l.prompt.user)
+                        .map_err(|e| format!("node `{name}`: user prompt: {e}"))?;
+                    add(&mut builder, "user", text)?;
+                }
+                NodeSpec::Update { .. } => {}
+            }
+        }
+        let engine = builder.build();
+        let tpl = |name: &str, part: &str| {
+            engine
+                .template(&format!("{name}/{part}"))
+                .map_err(|e| format!("node `{name}`: {e}"))
+        };
+
+        let mut nodes = Vec::with_capacity(spec.nodes.len());
+        for (name, node) in &spec.nodes {
+            let in_node = |e: String| format!("node `{name}`: {e}");
+            let llm = |l: &LlmNode| -> Result<LlmProg, String> {
+                let model_spec = spec
+                    .models
+                    .get(&l.model)
+                    .cloned()
+                    .ok_or_else(|| in_node(format!("unknown model `{}`", l.model)))?;
+                let inputs = l
+                    .inputs
+                    .iter()
+                    .map(|(k, v)| {
+                        engine
+                            .value(v)
+                            .map(|c| (Arc::<str>::from(k.as_str()), c))
+                            .map_err(|e| in_node(format!("input `{k}`: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                let schema = match &l.schema {
+                    Some(sref) => {
+                        let v = load_schema(loaded, sref, &["nodes", name, "schema"])
+                            .map_err(in_node)?;
+                        let check =
+                            SchemaCheck::new(&v).map_err(|e| in_node(format!("schema: {e}")))?;
+                        Some((v, check))
+                    }
+                    None => None,
+                };
+                Ok(LlmProg {
+                    model: l.model.clone(),
+                    model_spec,
+                    task: l.task.clone(),
+                    inputs,
+                    system: if l.prompt.system.is_some() {
+                        Some(tpl(name, "system")?)
+                    } else {
+                        None
+                    },
+                    user: tpl(name, "user")?,
+                    schema,
+                    repairs: l.repair_attempts,
+                })
+            };
+            let body = match node {
+                NodeSpec::Retrieve {
+                    retriever, top_k, ..
+                } => {
+                    let r = spec
+                        .retrievers
+                        .get(retriever)
+                        .ok_or_else(|| in_node(format!("unknown retriever `{retriever}`")))?;
+                    Body::Retrieve {
+                        retriever: retriever.clone(),
+                        query: tpl(name, "query")?,
+                        top_k: top_k.unwrap_or(r.top_k) as usize,
+                    }
+                }
+                NodeSpec::Llm(l) => Body::Llm(llm(l)?),
+                NodeSpec::Map(l) => {
+                    let over = l
+                        .over
+                        .as_deref()
+                        .ok_or_else(|| in_node("a map node needs `over`".into()))?;
+                    Body::Map {
+                        call: llm(l)?,
+                        over: engine
+                            .expr(over)
+                            .map_err(|e| in_node(format!("over: {e}")))?,
+                        concurrency: l.concurrency.unwrap_or(4).max(1) as usize,
+                    }
+                }
+                NodeSpec::Update { .. } => Body::Update,
+                NodeSpec::Tool { tool, .. } => Body::Tool {
+                    tool: tool.clone(),
+                    query: tpl(name, "query")?,
+                },
+            };
+            let update = node
+                .update()
+                .iter()
+                .map(|(field, v)| {
+                    let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
+                    engine
+                        .value(v)
+                        .map(|c| (field.clone(), reducer, c))
+                        .map_err(|e| in_node(format!("update `{field}`: {e}")))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let edge = match spec.edges.get(name) {
+                None => return Err(in_node("no outgoing edge".into())),
+                Some(Edge::Static(to)) => EdgeProg::Static(target(to, name)?),
+                Some(Edge::Branch(arms)) => {
+                    let mut out = Vec::with_capacity(arms.len());
+                    for arm in arms {
+                        match (&arm.when, &arm.to, &arm.otherwise) {
+                            (Some(w), Some(to), None) => out.push((
+                                Some(engine.expr(w).map_err(|e| in_node(format!("edge: {e}")))?),
+                                target(to, name)?,
+                            )),
+                            (None, None, Some(to)) => out.push((None, target(to, name)?)),
+                            _ => {
+                                return Err(in_node(
+                                    "an edge arm needs `when` and `to`, or `else`".into(),
+                                ))
+                            }
+                        }
+                    }
+                    EdgeProg::Branch(out)
+                }
+            };
+            nodes.push(NodeProg {
+                name: name.clone(),
+                kind: node.kind(),
+                max_visits: node.max_visits(),
+                body,
+                update,
+                edge,
+                fallback: spec.output.fallback.iter().any(|f| f == name),
+            });
+        }
+        let entry = *index
+            .get(spec.entry.as_str())
+            .ok_or_else(|| format!("entry node `{}` does not exist", spec.entry))?;
+        Ok(Program {
+            loaded: loaded.clone(),
+            engine,
+            state_check,
+            state_fields,
+            nodes,
+            entry,
+            max_steps: spec.limits.max_steps,
+        })
+    }
+
+    /// The spec's name.
+    pub fn name(&self) -> &str {
+        &self.loaded.spec.name
+    }
+
+    /// The variant applied, if any.
+    pub fn variant(&self) -> Option<&str> {
+        self.loaded.variant.as_deref()
+    }
+}

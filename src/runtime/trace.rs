@@ -1,0 +1,231 @@
+//! Step records and where they go: a JSON-lines trace file, readable console lines,
+//! or nowhere.
+//!
+//! One trace line per executed step:
+//! `{"step", "node", "kind", "variant", "start" (unix ms), "duration_us", "delta"
+//! (the state fields written, with their values after the reducers), "route": {"to",
+//! "arm" (index, "else" or "static"), "predicate"}, "llm": {"calls", "input_tokens",
+//! "output_tokens", "cost_usd", "latency_ms"}}`, and an `"error"` key on the step that
+//! failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
+//! the run. Each line is flushed when written, so a trace up to a failure is kept.
+use super::RunResult;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::io::Write;
+
+/// Which arm of an edge was taken.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Arm {
+    /// The index of a `when` arm.
+    Index(usize),
+    /// `"else"` or `"static"`.
+    Named(&'static str),
+}
+
+/// The route a step took.
+#[derive(Clone, Debug, Serialize)]
+pub struct Route {
+    /// Target node, or `END`.
+    pub to: String,
+    /// The arm.
+    pub arm: Arm,
+    /// The predicate that was true (absent for `else` and static edges).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicate: Option<String>,
+}
+
+/// LLM usage of one step.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LlmStats {
+    /// Calls made (repairs included).
+    pub calls: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
+    /// Wall time spent waiting for the provider, summed over calls, in ms.
+    pub latency_ms: f64,
+}
+
+/// One executed step.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRecord {
+    /// 1 for the first node executed.
+    pub step: u32,
+    /// Node name.
+    pub node: String,
+    /// Node kind.
+    pub kind: &'static str,
+    /// The variant the run uses, if any.
+    pub variant: Option<String>,
+    /// Start time, unix milliseconds.
+    pub start: u64,
+    /// Duration of the step, microseconds.
+    pub duration_us: u64,
+    /// State fields written (values after the reducers).
+    pub delta: Map<String, Value>,
+    /// The route taken (absent when the step failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<Route>,
+    /// LLM usage (absent for nodes without LLM calls).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmStats>,
+    /// The error that stopped the run at this step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Receives step records as the run goes.
+pub trait Observer: Send {
+    /// Whether records are wanted at all (when false the runtime skips building
+    /// deltas).
+    fn enabled(&self) -> bool {
+        true
+    }
+    /// A step ended.
+    fn step(&mut self, record: &StepRecord);
+    /// The run ended.
+    fn finish(&mut self, result: &RunResult);
+}
+
+/// Discards everything.
+#[derive(Debug, Default)]
+pub struct NoTrace;
+
+impl Observer for NoTrace {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn step(&mut self, _: &StepRecord) {}
+    fn finish(&mut self, _: &RunResult) {}
+}
+
+/// Writes JSON lines, flushing each one. Write errors are reported once on stderr
+/// and the trace is then dropped (a full disk must not fail the run).
+pub struct JsonlTrace<W: Write + Send> {
+    out: Option<W>,
+}
+
+impl<W: Write + Send> JsonlTrace<W> {
+    /// Traces into `out`.
+    pub fn new(out: W) -> Self {
+        JsonlTrace { out: Some(out) }
+    }
+
+    fn line(&mut self, v: &impl Serialize) {
+        let Some(out) = self.out.as_mut() else { return };
+        let res = serde_json::to_writer(&mut *out, v)
+            .map_err(std::io::Error::other)
+            .and_then(|_| {
+                out.write_all(b"\n")?;
+                out.flush()
+            });
+        if let Err(e) = res {
+            eprintln!("ragloop: trace write failed, trace stopped: {e}");
+            self.out = None;
+        }
+    }
+}
+
+impl<W: Write + Send> Observer for JsonlTrace<W> {
+    fn step(&mut self, record: &StepRecord) {
+        self.line(record);
+    }
+    fn finish(&mut self, r: &RunResult) {
+        self.line(&serde_json::json!({
+            "final": true,
+            "status": r.status,
+            "steps": r.path.len(),
+            "path": r.path,
+            "iterations": r.iterations,
+            "usage": r.usage,
+            "error": r.error,
+        }));
+    }
+}
+
+/// Readable lines on stderr.
+#[derive(Debug, Default)]
+pub struct Verbose;
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 100 {
+        let cut: String = s.chars().take(97).collect();
+        format!("{cut}...")
+    } else {
+        s
+    }
+}
+
+impl Observer for Verbose {
+    fn step(&mut self, r: &StepRecord) {
+        let mut line = format!(
+            "[{:>3}] {} ({}) {:.1} ms",
+            r.step,
+            r.node,
+            r.kind,
+            r.duration_us as f64 / 1000.0
+        );
+        if let Some(l) = &r.llm {
+            line.push_str(&format!(
+                ", {} call(s), {} tok in, {} tok out",
+                l.calls, l.input_tokens, l.output_tokens
+            ));
+        }
+        eprintln!("{line}");
+        for (k, v) in &r.delta {
+            eprintln!("      {k} = {}", short(v));
+        }
+        if let Some(route) = &r.route {
+            match &route.predicate {
+                Some(p) => eprintln!("      -> {} (when {p})", route.to),
+                None => eprintln!(
+                    "      -> {} ({})",
+                    route.to,
+                    if route.arm == Arm::Named("else") {
+                        "else"
+                    } else {
+                        "static"
+                    }
+                ),
+            }
+        }
+        if let Some(e) = &r.error {
+            eprintln!("      error: {e}");
+        }
+    }
+    fn finish(&mut self, r: &RunResult) {
+        eprintln!("status: {} after {} step(s)", r.status, r.path.len());
+    }
+}
+
+/// Sends records to several observers.
+pub struct Tee(pub Vec<Box<dyn Observer>>);
+
+impl Observer for Tee {
+    fn enabled(&self) -> bool {
+        self.0.iter().any(|o| o.enabled())
+    }
+    fn step(&mut self, r: &StepRecord) {
+        for o in &mut self.0 {
+            o.step(r);
+        }
+    }
+    fn finish(&mut self, r: &RunResult) {
+        for o in &mut self.0 {
+            o.finish(r);
+        }
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
