@@ -66,22 +66,26 @@ codes! {
     /// in one file, non-scalar mapping keys, non-finite numbers.
     YamlUnsupported = "E010", "unsupported YAML construct";
 
-    /// The `entry` names no node.
+    /// The `entry` key names no node. The help lists the closest node name; the run
+    /// would have nowhere to start.
     UnknownEntry = "E020", "entry node does not exist";
-    /// An `edges` key names no node.
+    /// An `edges` key names no node: usually a typo, or edges left behind after a
+    /// node was renamed or removed.
     UnknownEdgeSource = "E021", "edge from an unknown node";
     /// An edge or branch leads to a node that does not exist (and is not `END`).
     UnknownEdgeTarget = "E022", "edge to an unknown node";
-    /// A node names a model that is not declared under `models`.
+    /// An `llm` or `map` node names a model that is not declared under `models`.
     UnknownModel = "E023", "unknown model";
-    /// A node names a retriever that is not declared under `retrievers`.
+    /// A `retrieve` node names a retriever that is not declared under `retrievers`.
     UnknownRetriever = "E024", "unknown retriever";
-    /// A `tool` node names a tool that is not declared under `tools`.
+    /// A `tool` node names a tool that is not declared under `tools` (the help lists
+    /// the declared ones).
     UnknownTool = "E025", "unknown tool";
     /// A node has no outgoing edge. Every node needs an entry under `edges`
     /// (use `END` to stop after it).
     MissingEdge = "E026", "node has no outgoing edge";
-    /// `END` and `START` are reserved and cannot name a node.
+    /// `END` and `START` are reserved and cannot name a node: `END` is the terminal
+    /// every run finishes at, `START` marks the entry in exported graphs.
     ReservedName = "E027", "reserved node name";
 
     /// A file named by the spec (prompt, schema, corpus) does not exist or cannot be read.
@@ -92,37 +96,44 @@ codes! {
     /// `output.fallback` names a node that does not exist.
     UnknownOutput = "E028", "output names an unknown field or node";
 
-    /// A JSON Schema file does not parse as JSON or YAML.
+    /// A JSON Schema file does not parse as JSON or YAML; the position is inside the
+    /// schema file, with a label at the spec line that references it.
     SchemaSyntax = "E032", "schema file does not parse";
     /// A JSON Schema is not a valid schema (it fails the meta-schema or does not compile).
     InvalidSchema = "E033", "not a valid JSON Schema";
-    /// An initial state value violates the state schema.
+    /// A value under `state.initial` violates its field's schema (wrong type, out of
+    /// range, not in the enum).
     InitialInvalid = "E034", "initial state violates the state schema";
     /// `state.initial` or `state.reducers` names a field the state schema lacks.
     UnknownStateField = "E035", "unknown state field";
     /// A reducer does not fit its field's type: `append` needs an array, `add` a
     /// number, `merge` an object.
     ReducerType = "E036", "reducer does not fit the field type";
-    /// The state schema is not an object schema with `properties`.
+    /// The state schema is not an object schema with `properties`: the state is a
+    /// mapping of named fields, and the checks need to know them.
     StateShape = "E037", "state schema is not an object with properties";
 
-    /// A prompt template does not compile.
+    /// A template (a prompt, or a `retrieve`/`tool` query) does not compile; for a
+    /// prompt file the position is inside that file.
     TemplateSyntax = "E040", "template syntax error";
     /// A template reads a variable that is neither a state field nor a builtin
     /// available there (`item`, `index` in map nodes; `inputs` names).
     TemplateUnknownVar = "E041", "template reads an unknown variable";
-    /// A branch predicate does not compile as a minijinja expression.
+    /// A branch predicate (`when`) does not compile as a minijinja expression.
     PredicateSyntax = "E042", "predicate syntax error";
     /// A branch predicate reads a variable that is not a state field.
     PredicateUnknownVar = "E043", "predicate reads an unknown variable";
-    /// An `update` or `inputs` expression does not compile.
+    /// An `update`, `inputs` or `over` expression does not compile. Remember that a
+    /// constant string must be quoted inside the expression: `"'text'"`.
     ExpressionSyntax = "E044", "expression syntax error";
     /// An `update` or `inputs` expression reads an unknown variable (`output` is
     /// available only on nodes that produce one).
     ExpressionUnknownVar = "E045", "expression reads an unknown variable";
-    /// A node's `update` writes a field the state schema does not define.
+    /// A node's `update` writes a field the state schema does not define; add the
+    /// field to the state schema or fix the name.
     UnknownWrite = "E046", "node writes a field the state lacks";
-    /// A predicate without variables that is always false: its branch can never be taken.
+    /// A predicate that reads no variable and is always false: its branch can never be
+    /// taken, which is almost always a mistake.
     PredicateNeverTrue = "E047", "predicate can never be true";
 
     /// A branch list has no `else` arm. Without it a state that matches no `when`
@@ -131,7 +142,8 @@ codes! {
     /// A branch list is malformed: `else` not last, two `else` arms, an arm with both
     /// or neither of `when`/`else`, or `when` without `to`.
     BranchShape = "E051", "malformed branch list";
-    /// A node cannot be reached from the entry node.
+    /// A node cannot be reached from the entry node by any path of edges: it is dead
+    /// configuration, or an edge to it is missing.
     Unreachable = "E052", "unreachable node";
     /// `END` cannot be reached from a node: once entered, the run could never finish.
     DeadEnd = "E053", "node cannot reach END";
@@ -140,14 +152,16 @@ codes! {
     /// by the global step limit.
     UnboundedCycle = "E054", "unbounded cycle";
 
-    /// A variant overlay names a path that does not exist in the spec.
+    /// A variant overlay names a path whose parent does not exist in the spec (or a
+    /// path into `version`, `root` or `variants`, which variants cannot change).
     VariantPath = "E060", "variant patches a missing path";
 
     /// A node names a task the model's provider does not implement, or leaves out an
     /// input the task needs.
     UnsupportedTask = "E070", "task not supported by the provider";
 
-    /// A branch arm after an always-true predicate can never be taken.
+    /// A branch arm after an always-true predicate can never be taken; remove it or
+    /// fix the predicate before it.
     ShadowedArm = "W001", "branch arm can never be taken";
 }
 
