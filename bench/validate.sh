@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Times `ragloop validate graphs/*.yaml` as a whole process (target: under 20 ms wall)
+# next to the baseline named in the issue: importing LangGraph in Python, which a
+# LangGraph-based validator pays before checking anything (0.54 s on this machine when
+# the issue was filed). Both are measured in this run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --quiet
+bin=target/release/ragloop
+runs=${RUNS:-30}
+
+time_cmd() { # prints the median wall time in ms of running "$@" $runs times
+  local times=()
+  for _ in $(seq "$runs"); do
+    local s e
+    s=$(date +%s%N)
+    "$@" > /dev/null 2>&1 || true
+    e=$(date +%s%N)
+    times+=($(( (e - s) / 1000 )))
+  done
+  printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]/1000}'
+}
+
+"$bin" validate graphs/*.yaml > /dev/null # warm the page cache
+ours=$(time_cmd "$bin" validate graphs/*.yaml)
+echo "ragloop validate graphs/*.yaml (whole process, median of $runs): ${ours} ms   target < 20 ms"
+
+py=${PYTHON:-python3}
+if [ -x .venv-bench/bin/python ]; then py=.venv-bench/bin/python; fi
+if "$py" -c 'import langgraph.graph' 2>/dev/null; then
+  RUNS=$(( runs < 10 ? runs : 10 ))
+  theirs=$(runs=$RUNS time_cmd "$py" -c 'import langgraph.graph')
+  echo "baseline: python -c 'import langgraph.graph' (median of $RUNS):  ${theirs} ms"
+  awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "ragloop validates all shipped graphs %.0fx faster than LangGraph imports\n", b / a}'
+else
+  echo "baseline: langgraph not installed for $py (pip install langgraph, or create .venv-bench); skipped"
+fi
