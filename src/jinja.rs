@@ -25,7 +25,16 @@ pub const FUEL: u64 = 5_000_000;
 
 /// Names every template can read besides state fields: minijinja's global functions and
 /// ragloop's builtins.
-pub const GLOBAL_NAMES: &[&str] = &["range", "dict", "namespace", "debug", "true", "false", "none", "loop"];
+pub const GLOBAL_NAMES: &[&str] = &[
+    "range",
+    "dict",
+    "namespace",
+    "debug",
+    "true",
+    "false",
+    "none",
+    "loop",
+];
 
 /// Builds the shared environment.
 pub fn environment() -> Environment<'static> {
@@ -45,7 +54,12 @@ fn grade_matches(grade: &JValue, field: &str, value: &JValue) -> bool {
     grade.get_attr(field).map(|v| &v == value).unwrap_or(false)
 }
 
-fn select_graded(documents: JValue, grades: JValue, field: Option<String>, value: Option<JValue>) -> Result<JValue, Error> {
+fn select_graded(
+    documents: JValue,
+    grades: JValue,
+    field: Option<String>,
+    value: Option<JValue>,
+) -> Result<JValue, Error> {
     let field = field.unwrap_or_else(|| "binary_score".into());
     let value = value.unwrap_or_else(|| JValue::from("yes"));
     let docs: Vec<JValue> = documents.try_iter()?.collect();
@@ -54,31 +68,57 @@ fn select_graded(documents: JValue, grades: JValue, field: Option<String>, value
     for (i, doc) in docs.iter().enumerate() {
         let id = doc.get_attr("id").ok().filter(|v| !v.is_undefined());
         let by_id = id.as_ref().and_then(|id| {
-            grades.iter().find(|g| g.get_attr("document_id").ok().is_some_and(|d| !d.is_undefined() && &d == id))
+            grades.iter().find(|g| {
+                g.get_attr("document_id")
+                    .ok()
+                    .is_some_and(|d| !d.is_undefined() && &d == id)
+            })
         });
         let grade = match by_id {
             Some(g) => Some(g),
-            None => grades.get(i).filter(|g| g.get_attr("document_id").map(|d| d.is_undefined()).unwrap_or(true)),
+            None => grades.get(i).filter(|g| {
+                g.get_attr("document_id")
+                    .map(|d| d.is_undefined())
+                    .unwrap_or(true)
+            }),
         };
         if grade.is_some_and(|g| grade_matches(g, &field, &value)) {
             kept.push(doc.clone());
         }
     }
     if grades.len() > docs.len() * 4 + 64 {
-        return Err(Error::new(ErrorKind::InvalidOperation, "more grades than documents"));
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "more grades than documents",
+        ));
     }
     Ok(JValue::from(kept))
 }
 
-fn count_graded(grades: JValue, field: Option<String>, value: Option<JValue>) -> Result<JValue, Error> {
+fn count_graded(
+    grades: JValue,
+    field: Option<String>,
+    value: Option<JValue>,
+) -> Result<JValue, Error> {
     let field = field.unwrap_or_else(|| "binary_score".into());
     let value = value.unwrap_or_else(|| JValue::from("yes"));
-    Ok(JValue::from(grades.try_iter()?.filter(|g| grade_matches(g, &field, &value)).count()))
+    Ok(JValue::from(
+        grades
+            .try_iter()?
+            .filter(|g| grade_matches(g, &field, &value))
+            .count(),
+    ))
 }
 
 fn cite(doc: JValue) -> JValue {
-    let source = doc.get_attr("metadata").ok().and_then(|m| m.get_attr("source").ok()).filter(|v| !v.is_undefined() && !v.is_none());
-    source.or_else(|| doc.get_attr("id").ok().filter(|v| !v.is_undefined())).unwrap_or_else(|| JValue::from(""))
+    let source = doc
+        .get_attr("metadata")
+        .ok()
+        .and_then(|m| m.get_attr("source").ok())
+        .filter(|v| !v.is_undefined() && !v.is_none());
+    source
+        .or_else(|| doc.get_attr("id").ok().filter(|v| !v.is_undefined()))
+        .unwrap_or_else(|| JValue::from(""))
 }
 
 /// Finds where identifier `name` is first read inside a template's tags
@@ -96,7 +136,9 @@ pub fn locate_identifier(source: &str, name: &str) -> Option<std::ops::Range<usi
             pos = open + 1;
             continue;
         };
-        let end = source[open + 2..].find(close_pat).map_or(source.len(), |e| open + 2 + e);
+        let end = source[open + 2..]
+            .find(close_pat)
+            .map_or(source.len(), |e| open + 2 + e);
         if let Some(r) = find_word(&source[open + 2..end], name) {
             return Some(open + 2 + r.start..open + 2 + r.end);
         }
@@ -158,7 +200,9 @@ mod tests {
     #[test]
     fn select_graded_matches_by_id_then_position() {
         let env = environment();
-        let e = env.compile_expression("documents | select_graded(grades)").unwrap();
+        let e = env
+            .compile_expression("documents | select_graded(grades)")
+            .unwrap();
         let state = json!({
             "documents": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
             "grades": [{"document_id": "c", "binary_score": "yes"}, {"document_id": "a", "binary_score": "no"},
@@ -167,13 +211,19 @@ mod tests {
         let v: serde_json::Value = serde_json::to_value(e.eval(state).unwrap()).unwrap();
         assert_eq!(v, json!([{"id": "b"}, {"id": "c"}]));
         let e = env.compile_expression("grades | count_graded").unwrap();
-        assert_eq!(e.eval(json!({"grades": [{"binary_score": "yes"}, {"binary_score": "no"}]})).unwrap(), JValue::from(1));
+        assert_eq!(
+            e.eval(json!({"grades": [{"binary_score": "yes"}, {"binary_score": "no"}]}))
+                .unwrap(),
+            JValue::from(1)
+        );
     }
 
     #[test]
     fn documents_are_not_rerendered() {
         let env = environment();
-        let out = env.render_str("{{ d }}", json!({"d": "{{ secret }} {% if %}"})).unwrap();
+        let out = env
+            .render_str("{{ d }}", json!({"d": "{{ secret }} {% if %}"}))
+            .unwrap();
         assert_eq!(out, "{{ secret }} {% if %}");
     }
 

@@ -21,7 +21,11 @@ pub const TASKS: &[Task] = &[
         inputs: &["question", "document"],
         returns: "{document_id, binary_score: yes|no, confidence: 0..1} for one document",
     },
-    Task { name: "rewrite_query", inputs: &["question", "documents"], returns: "the rewritten query (text)" },
+    Task {
+        name: "rewrite_query",
+        inputs: &["question", "documents"],
+        returns: "the rewritten query (text)",
+    },
     Task {
         name: "generate_answer",
         inputs: &["question", "documents"],
@@ -32,7 +36,11 @@ pub const TASKS: &[Task] = &[
         inputs: &["question", "documents", "answer"],
         returns: "{grounded: bool, addresses_question: bool}",
     },
-    Task { name: "route_question", inputs: &["question"], returns: "{route: retrieve|direct}" },
+    Task {
+        name: "route_question",
+        inputs: &["question"],
+        returns: "{route: retrieve|direct}",
+    },
 ];
 
 /// Looks a task up by name.

@@ -40,7 +40,12 @@ fn closure(n: usize, edges: &[(usize, usize)], removed: &[bool]) -> Vec<Vec<bool
 fn simple_cycles(n: usize, edges: &[(usize, usize)]) -> Vec<Vec<usize>> {
     let adj = |a: usize, b: usize| edges.iter().any(|&(x, y)| x % n == a && y % n == b);
     let mut out = Vec::new();
-    fn extend(path: &mut Vec<usize>, n: usize, adj: &dyn Fn(usize, usize) -> bool, out: &mut Vec<Vec<usize>>) {
+    fn extend(
+        path: &mut Vec<usize>,
+        n: usize,
+        adj: &dyn Fn(usize, usize) -> bool,
+        out: &mut Vec<Vec<usize>>,
+    ) {
         let (first, last) = (path[0], *path.last().unwrap());
         if adj(last, first) {
             out.push(path.clone());

@@ -37,21 +37,41 @@ fn cases() -> Vec<Case> {
             let also = text
                 .lines()
                 .take(3)
-                .flat_map(|l| l.split("also: ").nth(1).map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>()))
+                .flat_map(|l| {
+                    l.split("also: ")
+                        .nth(1)
+                        .map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>())
+                })
                 .flatten()
                 .collect();
-            let (file_suffix, line) = match text.lines().take(3).find_map(|l| l.split("expect-at: ").nth(1)) {
+            let (file_suffix, line) = match text
+                .lines()
+                .take(3)
+                .find_map(|l| l.split("expect-at: ").nth(1))
+            {
                 Some(at) => {
                     let (f, l) = at.trim().rsplit_once(':').unwrap();
                     (f.to_string(), l.parse().unwrap())
                 }
                 None => {
                     let marker = format!("# <- {code}");
-                    let line = text.lines().position(|l| l.contains(&marker)).unwrap_or_else(|| panic!("{}: no `{marker}` marker", path.display()));
-                    (path.file_name().unwrap().to_string_lossy().into_owned(), line as u32 + 1)
+                    let line = text
+                        .lines()
+                        .position(|l| l.contains(&marker))
+                        .unwrap_or_else(|| panic!("{}: no `{marker}` marker", path.display()));
+                    (
+                        path.file_name().unwrap().to_string_lossy().into_owned(),
+                        line as u32 + 1,
+                    )
                 }
             };
-            Case { path, code, also, file_suffix, line }
+            Case {
+                path,
+                code,
+                also,
+                file_suffix,
+                line,
+            }
         })
         .collect()
 }
@@ -60,7 +80,13 @@ fn summary(diags: &[Diagnostic], sources: &Sources) -> String {
     diags
         .iter()
         .map(|d| match d.span {
-            Some(s) => format!("{} {}:{}: {}", d.code.as_str(), sources.get(s.file).path.display(), s.line, d.message),
+            Some(s) => format!(
+                "{} {}:{}: {}",
+                d.code.as_str(),
+                sources.get(s.file).path.display(),
+                s.line,
+                d.message
+            ),
             None => format!("{} {}", d.code.as_str(), d.message),
         })
         .collect::<Vec<_>>()
@@ -76,7 +102,14 @@ fn each_invalid_spec_reports_its_code_at_its_line() {
         let outcome = validate_file(&case.path, &mut sources, &Options::default());
         let found = outcome.diagnostics.iter().any(|d| {
             d.code.as_str() == case.code
-                && d.span.is_some_and(|s| s.line == case.line && sources.get(s.file).path.to_string_lossy().ends_with(&case.file_suffix))
+                && d.span.is_some_and(|s| {
+                    s.line == case.line
+                        && sources
+                            .get(s.file)
+                            .path
+                            .to_string_lossy()
+                            .ends_with(&case.file_suffix)
+                })
         });
         assert!(
             found,
@@ -89,7 +122,12 @@ fn each_invalid_spec_reports_its_code_at_its_line() {
         );
         for d in outcome.diagnostics.iter().filter(|d| d.is_error()) {
             let c = d.code.as_str().to_string();
-            assert!(c == case.code || case.also.contains(&c), "{}: unexpected extra diagnostic:\n{}", case.path.display(), summary(&outcome.diagnostics, &sources));
+            assert!(
+                c == case.code || case.also.contains(&c),
+                "{}: unexpected extra diagnostic:\n{}",
+                case.path.display(),
+                summary(&outcome.diagnostics, &sources)
+            );
         }
     }
 }
@@ -104,13 +142,20 @@ fn every_error_code_has_an_invalid_spec() {
         if s.starts_with('W') || s == "E007" {
             continue;
         }
-        assert!(covered.contains(s), "no invalid spec for {s} ({})", code.summary());
+        assert!(
+            covered.contains(s),
+            "no invalid spec for {s} ({})",
+            code.summary()
+        );
     }
 }
 
 #[test]
 fn invalid_specs_are_distinct() {
-    let names: Vec<String> = cases().iter().map(|c| c.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = cases()
+        .iter()
+        .map(|c| c.path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
     let unique: BTreeSet<&String> = names.iter().collect();
     assert_eq!(unique.len(), names.len());
 }
@@ -118,12 +163,24 @@ fn invalid_specs_are_distinct() {
 #[test]
 fn shipped_and_valid_specs_have_no_diagnostics() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut specs: Vec<PathBuf> = std::fs::read_dir(root.join("graphs")).unwrap().map(|e| e.unwrap().path()).collect();
-    specs.extend(std::fs::read_dir(root.join("tests/specs/valid")).unwrap().map(|e| e.unwrap().path()));
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(root.join("graphs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    specs.extend(
+        std::fs::read_dir(root.join("tests/specs/valid"))
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    );
     assert!(specs.len() >= 4);
     for spec in specs {
         let mut sources = Sources::new();
         let outcome = validate_file(&spec, &mut sources, &Options::default());
-        assert!(outcome.diagnostics.is_empty(), "{}:\n{}", spec.display(), summary(&outcome.diagnostics, &sources));
+        assert!(
+            outcome.diagnostics.is_empty(),
+            "{}:\n{}",
+            spec.display(),
+            summary(&outcome.diagnostics, &sources)
+        );
     }
 }

@@ -21,13 +21,20 @@ fn published_spec_schema_matches_the_types() {
 #[test]
 fn shipped_graphs_conform_to_the_published_schema() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("schemas/spec.schema.json")).unwrap()).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("schemas/spec.schema.json")).unwrap(),
+    )
+    .unwrap();
     let validator = jsonschema::validator_for(&schema).expect("the spec schema compiles");
     for entry in std::fs::read_dir(root.join("graphs")).unwrap() {
         let path = entry.unwrap().path();
         let mut sources = ragloop::spec::source::Sources::new();
-        let loaded = ragloop::spec::load_spec(&path, &mut sources).unwrap_or_else(|_| panic!("{} loads", path.display()));
-        let errors: Vec<String> = validator.iter_errors(&loaded.raw).map(|e| format!("{}: {e}", e.instance_path())).collect();
+        let loaded = ragloop::spec::load_spec(&path, &mut sources)
+            .unwrap_or_else(|_| panic!("{} loads", path.display()));
+        let errors: Vec<String> = validator
+            .iter_errors(&loaded.raw)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
         assert!(errors.is_empty(), "{}: {errors:?}", path.display());
     }
     // And a spec with an unknown key does not conform.

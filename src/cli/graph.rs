@@ -37,7 +37,15 @@ pub fn run(args: GraphArgs) -> ExitCode {
         None => loaded,
         Some(v) if !loaded.spec.variants.contains_key(v) => {
             let names: Vec<&str> = loaded.spec.variants.keys().map(String::as_str).collect();
-            eprintln!("ragloop graph: no variant `{v}` in {} (variants: {})", args.spec.display(), if names.is_empty() { "none".into() } else { names.join(", ") });
+            eprintln!(
+                "ragloop graph: no variant `{v}` in {} (variants: {})",
+                args.spec.display(),
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            );
             return ExitCode::from(super::EXIT_USAGE);
         }
         Some(v) => match overlay::apply(&loaded, v) {

@@ -15,7 +15,11 @@ mod validate;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser)]
-#[command(name = "ragloop", version, about = "Validate, run and A/B test agentic RAG graphs written as YAML specs.")]
+#[command(
+    name = "ragloop",
+    version,
+    about = "Validate, run and A/B test agentic RAG graphs written as YAML specs."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,7 +44,9 @@ pub fn main() -> ExitCode {
         Err(err) => {
             let _ = err.print();
             return match err.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
                 _ => ExitCode::from(EXIT_USAGE),
             };
         }

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 
 /// Arguments of `ragloop validate`.
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0 every spec is valid, 1 a spec is invalid (or unreadable), 2 usage error.")]
+#[command(
+    after_help = "Exit status: 0 every spec is valid, 1 a spec is invalid (or unreadable), 2 usage error."
+)]
 pub struct ValidateArgs {
     /// Spec files or directories of specs (`*.yaml`, `*.yml`). Default: ./graphs.
     pub specs: Vec<PathBuf>,
@@ -28,14 +30,21 @@ pub struct ValidateArgs {
 }
 
 fn expand(specs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let inputs: Vec<PathBuf> = if specs.is_empty() { vec![PathBuf::from("graphs")] } else { specs.to_vec() };
+    let inputs: Vec<PathBuf> = if specs.is_empty() {
+        vec![PathBuf::from("graphs")]
+    } else {
+        specs.to_vec()
+    };
     let mut out = Vec::new();
     for p in inputs {
         if p.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(&p)
                 .map_err(|e| format!("cannot list {}: {e}", p.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.is_file() && matches!(f.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")))
+                .filter(|f| {
+                    f.is_file()
+                        && matches!(f.extension().and_then(|x| x.to_str()), Some("yaml" | "yml"))
+                })
                 .collect();
             found.sort();
             if found.is_empty() {
@@ -43,7 +52,9 @@ fn expand(specs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             }
             out.extend(found);
         } else if specs.is_empty() {
-            return Err("no spec given and ./graphs does not exist; usage: ragloop validate SPEC...".into());
+            return Err(
+                "no spec given and ./graphs does not exist; usage: ragloop validate SPEC...".into(),
+            );
         } else {
             out.push(p);
         }
@@ -60,7 +71,9 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             return ExitCode::from(super::EXIT_USAGE);
         }
     };
-    let opts = Options { no_environment: args.no_environment };
+    let opts = Options {
+        no_environment: args.no_environment,
+    };
     let mut sources = Sources::new();
     let mut all: Vec<Diagnostic> = Vec::new();
     let mut status_lines = Vec::new();
@@ -76,8 +89,18 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             "{} {}: {}{}",
             if bad { "x" } else { "√" },
             file.display(),
-            if bad { format!("{errors} error(s), {warnings} warning(s)") } else if warnings > 0 { format!("valid, {warnings} warning(s)") } else { "valid".into() },
-            if variants > 0 { format!(" ({variants} variant(s) checked)") } else { String::new() },
+            if bad {
+                format!("{errors} error(s), {warnings} warning(s)")
+            } else if warnings > 0 {
+                format!("valid, {warnings} warning(s)")
+            } else {
+                "valid".into()
+            },
+            if variants > 0 {
+                format!(" ({variants} variant(s) checked)")
+            } else {
+                String::new()
+            },
         ));
         all.extend(outcome.diagnostics);
     }
@@ -101,4 +124,3 @@ pub fn run(args: ValidateArgs) -> ExitCode {
         ExitCode::SUCCESS
     }
 }
-

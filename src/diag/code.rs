@@ -178,7 +178,12 @@ pub fn codes_markdown() -> String {
     );
     for code in Code::ALL {
         let text: Vec<&str> = code.explanation().lines().map(str::trim).collect();
-        out.push_str(&format!("\n## {} — {}\n\n{}\n", code.as_str(), code.summary(), text.join("\n").trim_end()));
+        out.push_str(&format!(
+            "\n## {} — {}\n\n{}\n",
+            code.as_str(),
+            code.summary(),
+            text.join("\n").trim_end()
+        ));
     }
     out
 }

@@ -46,8 +46,20 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// A diagnostic with a code and message; severity follows the code's letter.
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        let severity = if code.as_str().starts_with('W') { Severity::Warning } else { Severity::Error };
-        Diagnostic { code, severity, message: message.into(), span: None, labels: Vec::new(), help: None, variant: None }
+        let severity = if code.as_str().starts_with('W') {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        Diagnostic {
+            code,
+            severity,
+            message: message.into(),
+            span: None,
+            labels: Vec::new(),
+            help: None,
+            variant: None,
+        }
     }
 
     /// Sets the primary span.

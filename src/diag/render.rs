@@ -26,13 +26,24 @@ fn severity_word(s: Severity) -> &'static str {
 
 /// `file:line:column` of a span.
 pub fn location(sources: &Sources, span: &Span) -> String {
-    format!("{}:{}:{}", sources.get(span.file).path.display(), span.line, span.col)
+    format!(
+        "{}:{}:{}",
+        sources.get(span.file).path.display(),
+        span.line,
+        span.col
+    )
 }
 
 /// Renders one diagnostic for people.
 pub fn human(d: &Diagnostic, sources: &Sources) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{}[{}]: {}", severity_word(d.severity), d.code.as_str(), d.message);
+    let _ = writeln!(
+        out,
+        "{}[{}]: {}",
+        severity_word(d.severity),
+        d.code.as_str(),
+        d.message
+    );
     if let Some(span) = &d.span {
         excerpt(&mut out, sources, span, "");
     }
@@ -52,18 +63,31 @@ fn excerpt(out: &mut String, sources: &Sources, span: &Span, note: &str) {
     let gutter = span.line.to_string().len().max(2);
     let pad = " ".repeat(gutter);
     let _ = writeln!(out, "{pad}--> {}", location(sources, span));
-    let Some(line) = sources.line_text(span.file, span.line) else { return };
+    let Some(line) = sources.line_text(span.file, span.line) else {
+        return;
+    };
     // Long lines (minified files) are cut around the column.
     let chars: Vec<char> = line.chars().collect();
     let start_col = (span.col as usize).saturating_sub(1);
     let window_start = start_col.saturating_sub(60);
     let window_end = (start_col + 100).min(chars.len());
-    let shown: String = chars[window_start.min(chars.len())..window_end].iter().map(|&c| if c == '\t' { ' ' } else { c }).collect();
-    let width = if span.end_line == span.line && span.end_col > span.col { (span.end_col - span.col) as usize } else { 1 };
+    let shown: String = chars[window_start.min(chars.len())..window_end]
+        .iter()
+        .map(|&c| if c == '\t' { ' ' } else { c })
+        .collect();
+    let width = if span.end_line == span.line && span.end_col > span.col {
+        (span.end_col - span.col) as usize
+    } else {
+        1
+    };
     let width = width.min(window_end.saturating_sub(start_col).max(1));
     let _ = writeln!(out, "{pad} |");
     let _ = writeln!(out, "{:>gutter$} | {shown}", span.line);
-    let marks = format!("{}{} {note}", " ".repeat(start_col - window_start.min(start_col)), "^".repeat(width));
+    let marks = format!(
+        "{}{} {note}",
+        " ".repeat(start_col - window_start.min(start_col)),
+        "^".repeat(width)
+    );
     let _ = writeln!(out, "{pad} | {}", marks.trim_end());
 }
 
@@ -88,7 +112,9 @@ pub fn json_value(d: &Diagnostic, sources: &Sources) -> Value {
 }
 
 fn gh_escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 fn gh_escape_prop(s: &str) -> String {
@@ -99,7 +125,10 @@ fn gh_escape_prop(s: &str) -> String {
 pub fn github(d: &Diagnostic, sources: &Sources) -> String {
     let mut props = Vec::new();
     if let Some(s) = &d.span {
-        props.push(format!("file={}", gh_escape_prop(&sources.get(s.file).path.display().to_string())));
+        props.push(format!(
+            "file={}",
+            gh_escape_prop(&sources.get(s.file).path.display().to_string())
+        ));
         props.push(format!("line={}", s.line));
         props.push(format!("col={}", s.col));
         if s.end_line >= s.line {
@@ -109,7 +138,10 @@ pub fn github(d: &Diagnostic, sources: &Sources) -> String {
             props.push(format!("endColumn={}", s.end_col));
         }
     }
-    props.push(format!("title={}", gh_escape_prop(&format!("{} {}", d.code.as_str(), d.code.summary()))));
+    props.push(format!(
+        "title={}",
+        gh_escape_prop(&format!("{} {}", d.code.as_str(), d.code.summary()))
+    ));
     let mut msg = d.message.clone();
     if let Some(v) = &d.variant {
         msg.push_str(&format!(" (variant `{v}`)"));
@@ -117,12 +149,20 @@ pub fn github(d: &Diagnostic, sources: &Sources) -> String {
     if let Some(h) = &d.help {
         msg.push_str(&format!("\nhelp: {h}"));
     }
-    format!("::{} {}::{}", severity_word(d.severity), props.join(","), gh_escape_data(&msg))
+    format!(
+        "::{} {}::{}",
+        severity_word(d.severity),
+        props.join(","),
+        gh_escape_data(&msg)
+    )
 }
 
 /// Renders a list in `format`. Human output ends with a summary line.
 pub fn render(diags: &[Diagnostic], sources: &Sources, format: Format) -> String {
-    let errors = diags.iter().filter(|d| d.severity == Severity::Error).count();
+    let errors = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
     let warnings = diags.len() - errors;
     match format {
         Format::Human => {

@@ -38,7 +38,13 @@ fn walk<N, E>(g: &DiGraph<N, E>, start: NodeIndex, dir: Direction) -> Vec<bool> 
 /// algorithm yields them; `None` when the remaining graph is acyclic.
 pub fn find_cycle<N, E>(g: &DiGraph<N, E>, removed: &[bool]) -> Option<Vec<NodeIndex>> {
     let filtered = g.filter_map(
-        |ix, _| if removed.get(ix.index()).copied().unwrap_or(false) { None } else { Some(ix) },
+        |ix, _| {
+            if removed.get(ix.index()).copied().unwrap_or(false) {
+                None
+            } else {
+                Some(ix)
+            }
+        },
         |_, _| Some(()),
     );
     for scc in petgraph::algo::tarjan_scc(&filtered) {
@@ -74,13 +80,21 @@ pub const MAX_COUNTERS: usize = 8;
 /// guards; so it suffices to try, for each of the 2^k choices of "avoid
 /// incrementers / avoid guards" per counter, whether the graph minus the chosen
 /// nodes still has a cycle.
-pub fn unbounded_cycle_in<N, E>(g: &DiGraph<N, E>, limited: &[bool], counters: &[Counter]) -> Option<Vec<NodeIndex>> {
+pub fn unbounded_cycle_in<N, E>(
+    g: &DiGraph<N, E>,
+    limited: &[bool],
+    counters: &[Counter],
+) -> Option<Vec<NodeIndex>> {
     let counters = &counters[..counters.len().min(MAX_COUNTERS)];
     for choice in 0u32..(1u32 << counters.len()) {
         let mut removed = limited.to_vec();
         removed.resize(g.node_count(), false);
         for (i, c) in counters.iter().enumerate() {
-            let set = if choice & (1 << i) == 0 { &c.incrementers } else { &c.guards };
+            let set = if choice & (1 << i) == 0 {
+                &c.incrementers
+            } else {
+                &c.guards
+            };
             for ix in set {
                 if let Some(r) = removed.get_mut(ix.index()) {
                     *r = true;
@@ -96,8 +110,13 @@ pub fn unbounded_cycle_in<N, E>(g: &DiGraph<N, E>, limited: &[bool], counters: &
 
 /// A simple cycle through `start` inside a strongly connected component (BFS for the
 /// shortest way back to `start`).
-fn cycle_in_scc(g: &DiGraph<NodeIndex, ()>, start: NodeIndex, members: &std::collections::HashSet<NodeIndex>) -> Vec<NodeIndex> {
-    let mut prev: std::collections::HashMap<NodeIndex, NodeIndex> = std::collections::HashMap::new();
+fn cycle_in_scc(
+    g: &DiGraph<NodeIndex, ()>,
+    start: NodeIndex,
+    members: &std::collections::HashSet<NodeIndex>,
+) -> Vec<NodeIndex> {
+    let mut prev: std::collections::HashMap<NodeIndex, NodeIndex> =
+        std::collections::HashMap::new();
     let mut queue = std::collections::VecDeque::from([start]);
     while let Some(n) = queue.pop_front() {
         for e in g.edges(n) {

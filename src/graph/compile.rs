@@ -42,14 +42,30 @@ impl Topology {
             index.insert(name.clone(), graph.add_node(name.clone()));
         }
         let end = graph.add_node(END.to_string());
-        let target = |name: &str| if name == END { Some(end) } else { index.get(name).copied() };
+        let target = |name: &str| {
+            if name == END {
+                Some(end)
+            } else {
+                index.get(name).copied()
+            }
+        };
         let mut edges = Vec::new();
         for (from, edge) in &spec.edges {
-            let Some(&src) = index.get(from) else { continue };
+            let Some(&src) = index.get(from) else {
+                continue;
+            };
             match edge {
                 Edge::Static(to) => {
                     if let Some(dst) = target(to) {
-                        edges.push((src, dst, EdgeInfo { label: None, arm: None, ptr: pointer(&["edges", from]) }));
+                        edges.push((
+                            src,
+                            dst,
+                            EdgeInfo {
+                                label: None,
+                                arm: None,
+                                ptr: pointer(&["edges", from]),
+                            },
+                        ));
                     }
                 }
                 Edge::Branch(arms) => {
@@ -61,7 +77,15 @@ impl Topology {
                         };
                         if let Some(dst) = target(to) {
                             let ptr = pointer(&["edges", from.as_str(), &i.to_string(), key]);
-                            edges.push((src, dst, EdgeInfo { label: Some(label), arm: Some(i), ptr }));
+                            edges.push((
+                                src,
+                                dst,
+                                EdgeInfo {
+                                    label: Some(label),
+                                    arm: Some(i),
+                                    ptr,
+                                },
+                            ));
                         }
                     }
                 }
@@ -71,7 +95,12 @@ impl Topology {
             graph.add_edge(s, d, info);
         }
         let entry = index.get(&spec.entry).copied();
-        Topology { graph, index, end, entry }
+        Topology {
+            graph,
+            index,
+            end,
+            entry,
+        }
     }
 
     /// Name of a node index (`END` for the terminal).

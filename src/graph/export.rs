@@ -36,7 +36,16 @@ fn mermaid_ids(topo: &Topology) -> HashMap<petgraph::graph::NodeIndex, String> {
         let base: String = if ix == topo.end {
             "__end__".into()
         } else {
-            let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+            let s: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
             // `end` (any case) is a Mermaid keyword; prefix every id to stay clear of it.
             format!("n_{s}")
         };
@@ -72,7 +81,13 @@ fn mermaid(spec: &Spec, topo: &Topology) -> String {
     let mut out = String::from("flowchart TD\n");
     out.push_str("    __start__((start))\n");
     for (name, &ix) in &topo.index {
-        let _ = writeln!(out, "    {}[\"{}<br/><i>{}</i>\"]", ids[&ix], mermaid_text(name), kind_of(spec, name));
+        let _ = writeln!(
+            out,
+            "    {}[\"{}<br/><i>{}</i>\"]",
+            ids[&ix],
+            mermaid_text(name),
+            kind_of(spec, name)
+        );
     }
     let _ = writeln!(out, "    {}(((\"{END}\")))", ids[&topo.end]);
     if let Some(entry) = topo.entry {
@@ -93,7 +108,9 @@ fn mermaid(spec: &Spec, topo: &Topology) -> String {
 }
 
 fn dot_text(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn dot(spec: &Spec, topo: &Topology) -> String {
@@ -102,20 +119,40 @@ fn dot(spec: &Spec, topo: &Topology) -> String {
     out.push_str("    rankdir=TB;\n    node [fontname=\"Helvetica\", shape=box, style=rounded];\n");
     out.push_str("    \"__start__\" [shape=point, width=0.2, label=\"\"];\n");
     for name in topo.index.keys() {
-        let _ = writeln!(out, "    \"{}\" [label=\"{}\\n({})\"];", dot_text(name), dot_text(name), kind_of(spec, name));
+        let _ = writeln!(
+            out,
+            "    \"{}\" [label=\"{}\\n({})\"];",
+            dot_text(name),
+            dot_text(name),
+            kind_of(spec, name)
+        );
     }
-    let _ = writeln!(out, "    \"{END}\" [shape=doublecircle, style=solid, label=\"{END}\"];");
+    let _ = writeln!(
+        out,
+        "    \"{END}\" [shape=doublecircle, style=solid, label=\"{END}\"];"
+    );
     if let Some(entry) = topo.entry {
-        let _ = writeln!(out, "    \"__start__\" -> \"{}\";", dot_text(topo.name(entry)));
+        let _ = writeln!(
+            out,
+            "    \"__start__\" -> \"{}\";",
+            dot_text(topo.name(entry))
+        );
     }
     for e in topo.graph.edge_references() {
-        let (s, d) = (dot_text(topo.name(e.source())), dot_text(topo.name(e.target())));
+        let (s, d) = (
+            dot_text(topo.name(e.source())),
+            dot_text(topo.name(e.target())),
+        );
         match &e.weight().label {
             None => {
                 let _ = writeln!(out, "    \"{s}\" -> \"{d}\";");
             }
             Some(label) => {
-                let _ = writeln!(out, "    \"{s}\" -> \"{d}\" [style=dashed, label=\"{}\"];", dot_text(label));
+                let _ = writeln!(
+                    out,
+                    "    \"{s}\" -> \"{d}\" [style=dashed, label=\"{}\"];",
+                    dot_text(label)
+                );
             }
         }
     }

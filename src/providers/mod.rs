@@ -95,7 +95,8 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Answers one request.
-    fn call<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;
+    fn call<'a>(&'a self, req: &'a LlmRequest)
+        -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;
 }
 
 /// Rough token count of a text (about 4 characters a token), for providers that do

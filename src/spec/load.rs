@@ -94,9 +94,11 @@ pub fn resolve_under(root: &Path, rel: &str, at: Option<Span>) -> Result<PathBuf
     match joined.canonicalize() {
         Ok(canon) if canon.starts_with(root) => Ok(canon),
         Ok(_) => Err(escapes()),
-        Err(e) => Err(Diagnostic::new(Code::MissingFile, format!("cannot open `{rel}`: {e}"))
-            .at(at)
-            .help(format!("looked for {}", joined.display()))),
+        Err(e) => Err(
+            Diagnostic::new(Code::MissingFile, format!("cannot open `{rel}`: {e}"))
+                .at(at)
+                .help(format!("looked for {}", joined.display())),
+        ),
     }
 }
 
@@ -105,29 +107,56 @@ pub fn resolve_under(root: &Path, rel: &str, at: Option<Span>) -> Result<PathBuf
 /// # Errors
 /// [`Code::FileUnreadable`], [`Code::NotText`] or [`Code::TooLarge`]; the diagnostic is
 /// located at `at` (where the file was named) or, for content faults, in the file.
-pub fn read_text(path: &Path, shown: &Path, sources: &mut Sources, at: Option<Span>, max_bytes: usize) -> Result<FileId, Diagnostic> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Diagnostic::new(Code::FileUnreadable, format!("cannot read {}: {e}", shown.display())).at(at))?;
+pub fn read_text(
+    path: &Path,
+    shown: &Path,
+    sources: &mut Sources,
+    at: Option<Span>,
+    max_bytes: usize,
+) -> Result<FileId, Diagnostic> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Diagnostic::new(
+            Code::FileUnreadable,
+            format!("cannot read {}: {e}", shown.display()),
+        )
+        .at(at)
+    })?;
     if meta.is_dir() {
-        return Err(Diagnostic::new(Code::FileUnreadable, format!("{} is a directory, not a file", shown.display())).at(at));
+        return Err(Diagnostic::new(
+            Code::FileUnreadable,
+            format!("{} is a directory, not a file", shown.display()),
+        )
+        .at(at));
     }
     if meta.len() > max_bytes as u64 {
         let id = sources.add(shown, "");
         return Err(Diagnostic::new(
             Code::TooLarge,
-            format!("{} is {} bytes; the limit is {max_bytes} bytes", shown.display(), meta.len()),
+            format!(
+                "{} is {} bytes; the limit is {max_bytes} bytes",
+                shown.display(),
+                meta.len()
+            ),
         )
         .at(Some(Span::file_start(id))));
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| Diagnostic::new(Code::FileUnreadable, format!("cannot read {}: {e}", shown.display())).at(at))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        Diagnostic::new(
+            Code::FileUnreadable,
+            format!("cannot read {}: {e}", shown.display()),
+        )
+        .at(at)
+    })?;
     match String::from_utf8(bytes) {
         Ok(text) => {
             if let Some(pos) = text.find('\0') {
                 let id = sources.add(shown, text.replace('\0', " "));
                 let span = sources.span_of_range(id, pos..pos + 1);
-                return Err(Diagnostic::new(Code::NotText, format!("{} contains a NUL byte: it looks binary", shown.display()))
-                    .at(Some(span)));
+                return Err(Diagnostic::new(
+                    Code::NotText,
+                    format!("{} contains a NUL byte: it looks binary", shown.display()),
+                )
+                .at(Some(span)));
             }
             Ok(sources.add(shown, text))
         }
@@ -136,7 +165,14 @@ pub fn read_text(path: &Path, shown: &Path, sources: &mut Sources, at: Option<Sp
             let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
             let id = sources.add(shown, lossy);
             let span = sources.span_of_range(id, valid..valid + 1);
-            Err(Diagnostic::new(Code::NotText, format!("{} is not valid UTF-8 (byte offset {valid})", shown.display())).at(Some(span)))
+            Err(Diagnostic::new(
+                Code::NotText,
+                format!(
+                    "{} is not valid UTF-8 (byte offset {valid})",
+                    shown.display()
+                ),
+            )
+            .at(Some(span)))
         }
     }
 }
@@ -157,29 +193,58 @@ pub fn load_spec(path: &Path, sources: &mut Sources) -> Result<LoadedSpec, Vec<D
 ///
 /// # Errors
 /// As [`load_spec`], without the file-reading ones.
-pub fn load_spec_str(path: &Path, text: &str, sources: &mut Sources) -> Result<LoadedSpec, Vec<Diagnostic>> {
+pub fn load_spec_str(
+    path: &Path,
+    text: &str,
+    sources: &mut Sources,
+) -> Result<LoadedSpec, Vec<Diagnostic>> {
     let limits = Limits::default();
     if text.len() > limits.max_bytes {
         let file = sources.add(path, "");
-        return Err(vec![Diagnostic::new(Code::TooLarge, format!("spec is {} bytes; the limit is {} bytes", text.len(), limits.max_bytes))
-            .at(Some(Span::file_start(file)))]);
+        return Err(vec![Diagnostic::new(
+            Code::TooLarge,
+            format!(
+                "spec is {} bytes; the limit is {} bytes",
+                text.len(),
+                limits.max_bytes
+            ),
+        )
+        .at(Some(Span::file_start(file)))]);
     }
     let file = sources.add(path, text);
     load_spec_file(path, file, sources)
 }
 
-fn load_spec_file(path: &Path, file: FileId, sources: &mut Sources) -> Result<LoadedSpec, Vec<Diagnostic>> {
+fn load_spec_file(
+    path: &Path,
+    file: FileId,
+    sources: &mut Sources,
+) -> Result<LoadedSpec, Vec<Diagnostic>> {
     let limits = Limits::default();
     let text = sources.get(file).text.clone();
     let (raw, spans) = yaml::parse(&text, file, &limits)?;
     let spec = typed(&raw, &spans, file)?;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let root_rel = spec.root.as_deref().unwrap_or(".");
     let root = dir.join(root_rel).canonicalize().map_err(|e| {
-        vec![Diagnostic::new(Code::MissingFile, format!("project root `{root_rel}` cannot be opened: {e}"))
-            .at(spans.value("/root").or(Some(Span::file_start(file))))]
+        vec![Diagnostic::new(
+            Code::MissingFile,
+            format!("project root `{root_rel}` cannot be opened: {e}"),
+        )
+        .at(spans.value("/root").or(Some(Span::file_start(file))))]
     })?;
-    Ok(LoadedSpec { path: path.to_path_buf(), file, raw, spans, spec, root, variant: None })
+    Ok(LoadedSpec {
+        path: path.to_path_buf(),
+        file,
+        raw,
+        spans,
+        spec,
+        root,
+        variant: None,
+    })
 }
 
 /// Types a raw spec value. Used for the base spec and for each variant's merged spec.
@@ -188,19 +253,27 @@ fn load_spec_file(path: &Path, file: FileId, sources: &mut Sources) -> Result<Lo
 /// Version and typing diagnostics, located through `spans`.
 pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<Diagnostic>> {
     let Some(obj) = raw.as_object() else {
-        return Err(vec![Diagnostic::new(Code::WrongType, "a spec must be a mapping at the top level")
-            .at(spans.value("").or(Some(Span::file_start(file))))]);
+        return Err(vec![Diagnostic::new(
+            Code::WrongType,
+            "a spec must be a mapping at the top level",
+        )
+        .at(spans.value("").or(Some(Span::file_start(file))))]);
     };
     match obj.get("version") {
         None => {
-            return Err(vec![Diagnostic::new(Code::Version, "missing `version` key")
-                .at(Some(Span::file_start(file)))
-                .help(format!("start the spec with `version: {SPEC_VERSION}`"))])
+            return Err(vec![Diagnostic::new(
+                Code::Version,
+                "missing `version` key",
+            )
+            .at(Some(Span::file_start(file)))
+            .help(format!("start the spec with `version: {SPEC_VERSION}`"))])
         }
         Some(v) if v.as_u64() != Some(SPEC_VERSION as u64) => {
             return Err(vec![Diagnostic::new(
                 Code::Version,
-                format!("spec version {v} is not supported; this ragloop reads version {SPEC_VERSION}"),
+                format!(
+                    "spec version {v} is not supported; this ragloop reads version {SPEC_VERSION}"
+                ),
             )
             .at(spans.value("/version"))])
         }
@@ -211,7 +284,11 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
     for _ in 0..64 {
         match serde_path_to_error::deserialize::<_, Spec>(&work) {
             Ok(spec) => {
-                return if diags.is_empty() { Ok(spec) } else { Err(diags) };
+                return if diags.is_empty() {
+                    Ok(spec)
+                } else {
+                    Err(diags)
+                };
             }
             Err(err) => {
                 let segments: Vec<String> = err
@@ -242,7 +319,10 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
 /// (a list of arms, a `{file}` mapping), deserialize it as that alternative to get
 /// the precise error and path.
 fn refine_untagged(msg: String, segments: Vec<String>, work: &Value) -> (String, Vec<String>) {
-    fn precise<T: serde::de::DeserializeOwned>(v: &Value, mut segments: Vec<String>) -> Option<(String, Vec<String>)> {
+    fn precise<T: serde::de::DeserializeOwned>(
+        v: &Value,
+        mut segments: Vec<String>,
+    ) -> Option<(String, Vec<String>)> {
         let err = serde_path_to_error::deserialize::<_, T>(v).err()?;
         for seg in err.path().iter() {
             match seg {
@@ -256,7 +336,10 @@ fn refine_untagged(msg: String, segments: Vec<String>, work: &Value) -> (String,
     if !msg.contains("did not match any variant of untagged enum") {
         return (msg, segments);
     }
-    let value = work.pointer(&yaml::pointer(&segments)).cloned().unwrap_or(Value::Null);
+    let value = work
+        .pointer(&yaml::pointer(&segments))
+        .cloned()
+        .unwrap_or(Value::Null);
     let refined = if msg.contains("enum Edge") && value.is_array() {
         precise::<Vec<super::types::Arm>>(&value, segments.clone())
     } else if msg.contains("enum TemplateSource") && value.is_object() {
@@ -295,8 +378,16 @@ fn classify(msg: String, segments: &[String], spans: &SpanIndex) -> (Diagnostic,
         // serde_path_to_error's path stops at the map holding the unknown key.
         let key_ptr = format!("{ptr}/{}", escape_segment(field));
         let expected = rest.split_once(", expected ").map(|(_, e)| e.to_string());
-        let at = if spans.get(&key_ptr).is_some() { spans.key(&key_ptr) } else { spans.value(&ptr) };
-        let mut d = Diagnostic::new(Code::UnknownKey, format!("unknown key `{field}` in {place}")).at(at);
+        let at = if spans.get(&key_ptr).is_some() {
+            spans.key(&key_ptr)
+        } else {
+            spans.value(&ptr)
+        };
+        let mut d = Diagnostic::new(
+            Code::UnknownKey,
+            format!("unknown key `{field}` in {place}"),
+        )
+        .at(at);
         if let Some(e) = expected {
             d = d.help(format!("expected {e}"));
         }
@@ -307,12 +398,17 @@ fn classify(msg: String, segments: &[String], spans: &SpanIndex) -> (Diagnostic,
     if let Some(rest) = msg.strip_prefix("missing field `") {
         let field = rest.split('`').next().unwrap_or("");
         return (
-            Diagnostic::new(Code::MissingKey, format!("{place} is missing required key `{field}`")).at(spans.key(&ptr)),
+            Diagnostic::new(
+                Code::MissingKey,
+                format!("{place} is missing required key `{field}`"),
+            )
+            .at(spans.key(&ptr)),
             None,
         );
     }
     let text = if msg.contains("untagged enum Edge") {
-        "expected a node name (or END), or a list of `when`/`to` arms ending in an `else` arm".to_string()
+        "expected a node name (or END), or a list of `when`/`to` arms ending in an `else` arm"
+            .to_string()
     } else if msg.contains("untagged enum TemplateSource") {
         "expected inline template text or `{file: path}`".to_string()
     } else if msg.contains("untagged enum SchemaRef") {
@@ -320,7 +416,10 @@ fn classify(msg: String, segments: &[String], spans: &SpanIndex) -> (Diagnostic,
     } else {
         msg
     };
-    (Diagnostic::new(Code::WrongType, format!("{place}: {text}")).at(spans.value(&ptr)), None)
+    (
+        Diagnostic::new(Code::WrongType, format!("{place}: {text}")).at(spans.value(&ptr)),
+        None,
+    )
 }
 
 fn describe(segments: &[String]) -> String {
@@ -354,9 +453,18 @@ fn cut_entry(work: &mut Value, segments: &[String], unknown: Option<String>) -> 
                 _ => return false,
             };
         }
-        return cur.as_object_mut().is_some_and(|m| m.shift_remove(&key).is_some());
+        return cur
+            .as_object_mut()
+            .is_some_and(|m| m.shift_remove(&key).is_some());
     }
-    let sections = ["models", "retrievers", "tools", "nodes", "edges", "variants"];
+    let sections = [
+        "models",
+        "retrievers",
+        "tools",
+        "nodes",
+        "edges",
+        "variants",
+    ];
     if segments.len() >= 2 && sections.contains(&segments[0].as_str()) {
         return work
             .get_mut(&segments[0])
@@ -364,7 +472,9 @@ fn cut_entry(work: &mut Value, segments: &[String], unknown: Option<String>) -> 
             .is_some_and(|m| m.shift_remove(&segments[1]).is_some());
     }
     match segments.first().map(String::as_str) {
-        Some(k @ ("description" | "root" | "limits")) => work.as_object_mut().is_some_and(|m| m.shift_remove(k).is_some()),
+        Some(k @ ("description" | "root" | "limits")) => work
+            .as_object_mut()
+            .is_some_and(|m| m.shift_remove(k).is_some()),
         _ => false,
     }
 }

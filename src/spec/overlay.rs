@@ -21,23 +21,37 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
         d
     };
     let Some(variant) = base.spec.variants.get(name) else {
-        return Err(vec![tag(Diagnostic::new(Code::VariantPath, format!("no variant named `{name}`")))]);
+        return Err(vec![tag(Diagnostic::new(
+            Code::VariantPath,
+            format!("no variant named `{name}`"),
+        ))]);
     };
     let mut raw = base.raw.clone();
     let mut spans = base.spans.clone();
     let mut diags = Vec::new();
     for (path, value) in &variant.set {
-        let set_ptr = format!("{}/{}", pointer(&["variants", name, "set"]), escape_segment(path));
+        let set_ptr = format!(
+            "{}/{}",
+            pointer(&["variants", name, "set"]),
+            escape_segment(path)
+        );
         let at = base.spans.key(&set_ptr);
         let segments: Vec<&str> = path.split('.').collect();
         if segments.iter().any(|s| s.is_empty()) {
-            diags.push(tag(Diagnostic::new(Code::VariantPath, format!("variant `{name}`: `{path}` is not a dotted path")).at(at)));
+            diags.push(tag(Diagnostic::new(
+                Code::VariantPath,
+                format!("variant `{name}`: `{path}` is not a dotted path"),
+            )
+            .at(at)));
             continue;
         }
         if matches!(segments[0], "version" | "root" | "variants") {
             diags.push(tag(Diagnostic::new(
                 Code::VariantPath,
-                format!("variant `{name}`: `{}` cannot be changed by a variant", segments[0]),
+                format!(
+                    "variant `{name}`: `{}` cannot be changed by a variant",
+                    segments[0]
+                ),
             )
             .at(at)));
             continue;
@@ -49,7 +63,9 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
             }
             Err(missing) => diags.push(tag(Diagnostic::new(
                 Code::VariantPath,
-                format!("variant `{name}` patches `{path}`, but `{missing}` does not exist in the spec"),
+                format!(
+                    "variant `{name}` patches `{path}`, but `{missing}` does not exist in the spec"
+                ),
             )
             .at(at))),
         }
@@ -57,8 +73,15 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
     if !diags.is_empty() {
         return Err(diags);
     }
-    let spec = typed(&raw, &spans, base.file).map_err(|ds| ds.into_iter().map(tag).collect::<Vec<_>>())?;
-    Ok(LoadedSpec { raw, spans, spec, variant: Some(name.to_string()), ..base.clone() })
+    let spec =
+        typed(&raw, &spans, base.file).map_err(|ds| ds.into_iter().map(tag).collect::<Vec<_>>())?;
+    Ok(LoadedSpec {
+        raw,
+        spans,
+        spec,
+        variant: Some(name.to_string()),
+        ..base.clone()
+    })
 }
 
 /// Sets `value` at `segments` in `root`. On failure returns the dotted prefix that
@@ -102,8 +125,14 @@ mod tests {
         assert!(set_path(&mut v, &["a", "b"], json!(2)).is_ok());
         assert!(set_path(&mut v, &["a", "c"], json!(3)).is_ok());
         assert!(set_path(&mut v, &["l", "1"], json!(9)).is_ok());
-        assert_eq!(set_path(&mut v, &["x", "y"], json!(0)), Err("x".to_string()));
-        assert_eq!(set_path(&mut v, &["l", "5"], json!(0)), Err("l.5".to_string()));
+        assert_eq!(
+            set_path(&mut v, &["x", "y"], json!(0)),
+            Err("x".to_string())
+        );
+        assert_eq!(
+            set_path(&mut v, &["l", "5"], json!(0)),
+            Err("l.5".to_string())
+        );
         assert_eq!(v, json!({"a": {"b": 2, "c": 3}, "l": [1, 9]}));
     }
 }

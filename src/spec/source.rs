@@ -26,7 +26,13 @@ pub struct Span {
 impl Span {
     /// A span covering one position.
     pub fn point(file: FileId, line: u32, col: u32) -> Span {
-        Span { file, line, col, end_line: line, end_col: col }
+        Span {
+            file,
+            line,
+            col,
+            end_line: line,
+            end_col: col,
+        }
     }
 
     /// The start of a file (line 1, column 1), for faults that concern a whole file.
@@ -61,13 +67,19 @@ impl Sources {
     /// Adds a file and returns its id. The same path added twice gets two ids.
     pub fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
         let id = FileId(self.files.len() as u32);
-        self.files.push(SourceFile { path: path.into(), text: text.into() });
+        self.files.push(SourceFile {
+            path: path.into(),
+            text: text.into(),
+        });
         id
     }
 
     /// Finds an already loaded file by path.
     pub fn find(&self, path: &Path) -> Option<FileId> {
-        self.files.iter().position(|f| f.path == path).map(|i| FileId(i as u32))
+        self.files
+            .iter()
+            .position(|f| f.path == path)
+            .map(|i| FileId(i as u32))
     }
 
     /// The file behind an id.
@@ -81,7 +93,9 @@ impl Sources {
     /// The text of line `line` (1-based) of a file, without its line break.
     pub fn line_text(&self, id: FileId, line: u32) -> Option<&str> {
         let text = &self.get(id).text;
-        text.split('\n').nth(line.checked_sub(1)? as usize).map(|l| l.strip_suffix('\r').unwrap_or(l))
+        text.split('\n')
+            .nth(line.checked_sub(1)? as usize)
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
     }
 
     /// Converts a byte offset in a file to a 1-based (line, column in characters).
@@ -93,7 +107,13 @@ impl Sources {
     pub fn span_of_range(&self, id: FileId, range: std::ops::Range<usize>) -> Span {
         let (line, col) = self.position_of(id, range.start);
         let (end_line, end_col) = self.position_of(id, range.end.max(range.start));
-        Span { file: id, line, col, end_line, end_col }
+        Span {
+            file: id,
+            line,
+            col,
+            end_line,
+            end_col,
+        }
     }
 }
 

@@ -299,7 +299,9 @@ fn default_max_steps() -> u32 {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_steps: default_max_steps() }
+        Limits {
+            max_steps: default_max_steps(),
+        }
     }
 }
 
@@ -490,7 +492,10 @@ pub fn spec_json_schema() -> Value {
     let schema = schemars::schema_for!(Spec);
     let mut v = serde_json::to_value(schema).unwrap_or(Value::Null);
     if let Some(obj) = v.as_object_mut() {
-        obj.insert("$id".into(), Value::String("https://ragloop.dev/schemas/spec.schema.json".into()));
+        obj.insert(
+            "$id".into(),
+            Value::String("https://ragloop.dev/schemas/spec.schema.json".into()),
+        );
         obj.insert("title".into(), Value::String("ragloop spec v1".into()));
     }
     v
@@ -511,7 +516,9 @@ impl NodeSpec {
     /// The node's `update` map.
     pub fn update(&self) -> &IndexMap<String, Expr> {
         match self {
-            NodeSpec::Retrieve { update, .. } | NodeSpec::Update { update, .. } | NodeSpec::Tool { update, .. } => update,
+            NodeSpec::Retrieve { update, .. }
+            | NodeSpec::Update { update, .. }
+            | NodeSpec::Tool { update, .. } => update,
             NodeSpec::Llm(l) | NodeSpec::Map(l) => &l.update,
         }
     }
@@ -519,9 +526,9 @@ impl NodeSpec {
     /// The node's visit limit.
     pub fn max_visits(&self) -> Option<u32> {
         match self {
-            NodeSpec::Retrieve { max_visits, .. } | NodeSpec::Update { max_visits, .. } | NodeSpec::Tool { max_visits, .. } => {
-                *max_visits
-            }
+            NodeSpec::Retrieve { max_visits, .. }
+            | NodeSpec::Update { max_visits, .. }
+            | NodeSpec::Tool { max_visits, .. } => *max_visits,
             NodeSpec::Llm(l) | NodeSpec::Map(l) => l.max_visits,
         }
     }

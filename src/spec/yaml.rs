@@ -28,7 +28,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_bytes: 2 * 1024 * 1024, max_depth: 64, max_values: 200_000 }
+        Limits {
+            max_bytes: 2 * 1024 * 1024,
+            max_depth: 64,
+            max_values: 200_000,
+        }
     }
 }
 
@@ -103,7 +107,13 @@ impl SpanIndex {
         let from_prefix = format!("{from}/");
         for (k, v) in &other.map {
             if k == from {
-                self.map.insert(to.to_string(), ValueSpans { key: key.or(v.key), value: v.value });
+                self.map.insert(
+                    to.to_string(),
+                    ValueSpans {
+                        key: key.or(v.key),
+                        value: v.value,
+                    },
+                );
             } else if let Some(rest) = k.strip_prefix(&from_prefix) {
                 self.map.insert(format!("{to}/{rest}"), *v);
             }
@@ -127,8 +137,17 @@ enum Kind {
 }
 
 enum Frame {
-    Seq { items: Vec<Node>, start: Span, anchor: usize },
-    Map { entries: Vec<(String, Span, Node)>, key: Option<(String, Span)>, start: Span, anchor: usize },
+    Seq {
+        items: Vec<Node>,
+        start: Span,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<(String, Span, Node)>,
+        key: Option<(String, Span)>,
+        start: Span,
+        anchor: usize,
+    },
 }
 
 fn conv_span(file: FileId, s: YSpan) -> Span {
@@ -147,11 +166,19 @@ fn conv_span(file: FileId, s: YSpan) -> Span {
 /// Every problem found, as diagnostics located in `file`: syntax ([`Code::YamlSyntax`]),
 /// duplicate keys, unsupported constructs and limits. Parsing stops at the first
 /// syntax error or limit; duplicate keys are all reported.
-pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
+pub fn parse(
+    text: &str,
+    file: FileId,
+    limits: &Limits,
+) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
     if text.len() > limits.max_bytes {
         return Err(vec![Diagnostic::new(
             Code::TooLarge,
-            format!("file is {} bytes; the limit is {} bytes", text.len(), limits.max_bytes),
+            format!(
+                "file is {} bytes; the limit is {} bytes",
+                text.len(),
+                limits.max_bytes
+            ),
         )
         .at(Some(Span::file_start(file)))]);
     }
@@ -170,14 +197,21 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                 // The scanner has its own nesting limit, which it may hit before we see
                 // the events that would trip ours.
                 let (code, msg) = if err.info().contains("recursion limit") {
-                    (Code::TooLarge, format!("nesting deeper than the parser allows ({})", err.info()))
+                    (
+                        Code::TooLarge,
+                        format!("nesting deeper than the parser allows ({})", err.info()),
+                    )
                 } else {
-                    (Code::YamlSyntax, format!("YAML syntax error: {}", err.info()))
+                    (
+                        Code::YamlSyntax,
+                        format!("YAML syntax error: {}", err.info()),
+                    )
                 };
-                diags.push(
-                    Diagnostic::new(code, msg)
-                        .at(Some(Span::point(file, m.line() as u32, m.col() as u32 + 1))),
-                );
+                diags.push(Diagnostic::new(code, msg).at(Some(Span::point(
+                    file,
+                    m.line() as u32,
+                    m.col() as u32 + 1,
+                ))));
                 return Err(diags);
             }
         };
@@ -188,8 +222,11 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                 documents += 1;
                 if documents > 1 {
                     diags.push(
-                        Diagnostic::new(Code::YamlUnsupported, "a spec file holds one YAML document; found a second one")
-                            .at(Some(span)),
+                        Diagnostic::new(
+                            Code::YamlUnsupported,
+                            "a spec file holds one YAML document; found a second one",
+                        )
+                        .at(Some(span)),
                     );
                     return Err(diags);
                 }
@@ -200,7 +237,11 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                 if stack.len() >= limits.max_depth {
                     return Err(too_deep(limits, span, diags));
                 }
-                stack.push(Frame::Seq { items: Vec::new(), start: span, anchor });
+                stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    start: span,
+                    anchor,
+                });
                 continue;
             }
             Event::MappingStart(anchor, tag) => {
@@ -208,22 +249,44 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                 if stack.len() >= limits.max_depth {
                     return Err(too_deep(limits, span, diags));
                 }
-                stack.push(Frame::Map { entries: Vec::new(), key: None, start: span, anchor });
+                stack.push(Frame::Map {
+                    entries: Vec::new(),
+                    key: None,
+                    start: span,
+                    anchor,
+                });
                 continue;
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq { items, start, anchor }) => {
+                Some(Frame::Seq {
+                    items,
+                    start,
+                    anchor,
+                }) => {
                     let size = 1 + items.iter().map(|n| n.size).sum::<usize>();
-                    let node = Node { kind: Kind::Seq(items), span: join(start, span), size };
+                    let node = Node {
+                        kind: Kind::Seq(items),
+                        span: join(start, span),
+                        size,
+                    };
                     remember(&mut anchors, anchor, &node);
                     node
                 }
                 _ => continue,
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map { entries, start, anchor, .. }) => {
+                Some(Frame::Map {
+                    entries,
+                    start,
+                    anchor,
+                    ..
+                }) => {
                     let size = 1 + entries.iter().map(|(_, _, n)| n.size).sum::<usize>();
-                    let node = Node { kind: Kind::Map(entries), span: join(start, span), size };
+                    let node = Node {
+                        kind: Kind::Map(entries),
+                        span: join(start, span),
+                        size,
+                    };
                     remember(&mut anchors, anchor, &node);
                     node
                 }
@@ -236,7 +299,10 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                     n
                 }
                 None => {
-                    diags.push(Diagnostic::new(Code::YamlSyntax, "alias refers to an unknown anchor").at(Some(span)));
+                    diags.push(
+                        Diagnostic::new(Code::YamlSyntax, "alias refers to an unknown anchor")
+                            .at(Some(span)),
+                    );
                     return Err(diags);
                 }
             },
@@ -245,7 +311,11 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                     Some(v) => v,
                     None => Value::Null,
                 };
-                let node = Node { kind: Kind::Scalar(value), span, size: 1 };
+                let node = Node {
+                    kind: Kind::Scalar(value),
+                    span,
+                    size: 1,
+                };
                 remember(&mut anchors, anchor, &node);
                 node
             }
@@ -286,8 +356,11 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
                     }
                     _ => {
                         diags.push(
-                            Diagnostic::new(Code::YamlUnsupported, "mapping keys must be scalars (strings)")
-                                .at(Some(node.span)),
+                            Diagnostic::new(
+                                Code::YamlUnsupported,
+                                "mapping keys must be scalars (strings)",
+                            )
+                            .at(Some(node.span)),
                         );
                         *key = Some((format!("\u{0}bad{}", entries.len()), node.span));
                     }
@@ -302,8 +375,11 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
     let root = match root {
         Some(r) => r,
         None => {
-            return Err(vec![Diagnostic::new(Code::YamlSyntax, "the file is empty: expected a mapping")
-                .at(Some(Span::file_start(file)))])
+            return Err(vec![Diagnostic::new(
+                Code::YamlSyntax,
+                "the file is empty: expected a mapping",
+            )
+            .at(Some(Span::file_start(file)))])
         }
     };
     let mut index = SpanIndex::default();
@@ -313,7 +389,11 @@ pub fn parse(text: &str, file: FileId, limits: &Limits) -> Result<(Value, SpanIn
 
 fn too_deep(limits: &Limits, span: Span, mut diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
     diags.push(
-        Diagnostic::new(Code::TooLarge, format!("nesting deeper than {} levels", limits.max_depth)).at(Some(span)),
+        Diagnostic::new(
+            Code::TooLarge,
+            format!("nesting deeper than {} levels", limits.max_depth),
+        )
+        .at(Some(span)),
     );
     diags
 }
@@ -325,16 +405,28 @@ fn remember(anchors: &mut HashMap<usize, Node>, anchor: usize, node: &Node) {
 }
 
 fn join(start: Span, end: Span) -> Span {
-    Span { end_line: end.end_line, end_col: end.end_col, ..start }
+    Span {
+        end_line: end.end_line,
+        end_col: end.end_col,
+        ..start
+    }
 }
 
-fn check_tag(tag: Option<&saphyr_parser::Tag>, allowed: &[&str], span: Span, diags: &mut Vec<Diagnostic>) {
+fn check_tag(
+    tag: Option<&saphyr_parser::Tag>,
+    allowed: &[&str],
+    span: Span,
+    diags: &mut Vec<Diagnostic>,
+) {
     if let Some(tag) = tag {
         let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
         if !(core && allowed.contains(&tag.suffix.as_str())) {
             diags.push(
-                Diagnostic::new(Code::YamlUnsupported, format!("unsupported tag `{}{}`", tag.handle, tag.suffix))
-                    .at(Some(span)),
+                Diagnostic::new(
+                    Code::YamlUnsupported,
+                    format!("unsupported tag `{}{}`", tag.handle, tag.suffix),
+                )
+                .at(Some(span)),
             );
         }
     }
@@ -359,8 +451,11 @@ fn resolve_scalar(
         };
         if forced.is_none() {
             diags.push(
-                Diagnostic::new(Code::YamlUnsupported, format!("unsupported tag `{}{}` on `{text}`", tag.handle, tag.suffix))
-                    .at(Some(span)),
+                Diagnostic::new(
+                    Code::YamlUnsupported,
+                    format!("unsupported tag `{}{}` on `{text}`", tag.handle, tag.suffix),
+                )
+                .at(Some(span)),
             );
         }
         return forced;
@@ -370,10 +465,16 @@ fn resolve_scalar(
     }
     let v = plain_scalar(text);
     if let Value::String(s) = &v {
-        if matches!(s.as_str(), ".inf" | ".Inf" | ".INF" | "-.inf" | "+.inf" | ".nan" | ".NaN" | ".NAN") {
+        if matches!(
+            s.as_str(),
+            ".inf" | ".Inf" | ".INF" | "-.inf" | "+.inf" | ".nan" | ".NaN" | ".NAN"
+        ) {
             diags.push(
-                Diagnostic::new(Code::YamlUnsupported, format!("`{s}` is not a finite number; specs use JSON numbers"))
-                    .at(Some(span)),
+                Diagnostic::new(
+                    Code::YamlUnsupported,
+                    format!("`{s}` is not a finite number; specs use JSON numbers"),
+                )
+                .at(Some(span)),
             );
         }
     }
@@ -445,11 +546,21 @@ fn looks_like_float(s: &str) -> bool {
 }
 
 fn to_json(node: Node, ptr: String, key: Option<Span>, index: &mut SpanIndex) -> Value {
-    index.map.insert(ptr.clone(), ValueSpans { key, value: node.span });
+    index.map.insert(
+        ptr.clone(),
+        ValueSpans {
+            key,
+            value: node.span,
+        },
+    );
     match node.kind {
         Kind::Scalar(v) => v,
         Kind::Seq(items) => Value::Array(
-            items.into_iter().enumerate().map(|(i, n)| to_json(n, format!("{ptr}/{i}"), None, index)).collect(),
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| to_json(n, format!("{ptr}/{i}"), None, index))
+                .collect(),
         ),
         Kind::Map(entries) => {
             let mut map = Map::new();
@@ -473,7 +584,8 @@ mod tests {
 
     #[test]
     fn yaml_11_booleans_stay_strings() {
-        let (v, _) = p("a: yes\nb: no\nc: off\nd: true\ne: 'true'\nf: 1.5\ng: 07\nh: null\n").unwrap();
+        let (v, _) =
+            p("a: yes\nb: no\nc: off\nd: true\ne: 'true'\nf: 1.5\ng: 07\nh: null\n").unwrap();
         assert_eq!(v["a"], "yes");
         assert_eq!(v["b"], "no");
         assert_eq!(v["c"], "off");
@@ -518,7 +630,12 @@ mod tests {
 
     #[test]
     fn floats_and_pointer_escapes() {
-        assert!(looks_like_float("1e5") && looks_like_float("-.5") && !looks_like_float("1e") && !looks_like_float("."));
+        assert!(
+            looks_like_float("1e5")
+                && looks_like_float("-.5")
+                && !looks_like_float("1e")
+                && !looks_like_float(".")
+        );
         assert_eq!(pointer(&["a/b", "c~d"]), "/a~1b/c~0d");
     }
 }

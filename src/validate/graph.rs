@@ -26,9 +26,15 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
     for (name, &ix) in &topo.index {
         if !from_entry[ix.index()] {
             diags.push(
-                Diagnostic::new(Code::Unreachable, format!("node `{name}` cannot be reached from the entry node `{}`", spec.entry))
-                    .at(ls.key_span(&["nodes", name]))
-                    .help("add an edge to it, or remove it"),
+                Diagnostic::new(
+                    Code::Unreachable,
+                    format!(
+                        "node `{name}` cannot be reached from the entry node `{}`",
+                        spec.entry
+                    ),
+                )
+                .at(ls.key_span(&["nodes", name]))
+                .help("add an edge to it, or remove it"),
             );
         } else if !to_end[ix.index()] {
             diags.push(
@@ -79,7 +85,10 @@ fn rotate_to_back_edge(topo: &Topology, mut cycle: Vec<NodeIndex>) -> Vec<NodeIn
 /// The pointer of the edge that leads from the cycle's last node back to its first.
 fn closing_edge(topo: &Topology, cycle: &[NodeIndex]) -> Option<String> {
     let (&last, &first) = (cycle.last()?, cycle.first()?);
-    topo.graph.edges_connecting(last, first).next().map(|e| e.weight().ptr.clone())
+    topo.graph
+        .edges_connecting(last, first)
+        .next()
+        .map(|e| e.weight().ptr.clone())
 }
 
 /// Finds a cycle that no bound covers (see the module docs).
@@ -106,7 +115,9 @@ pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<No
         }
     }
     for (from, edge) in &spec.edges {
-        let (Edge::Branch(arms), Some(&ix)) = (edge, topo.index.get(from)) else { continue };
+        let (Edge::Branch(arms), Some(&ix)) = (edge, topo.index.get(from)) else {
+            continue;
+        };
         for arm in arms {
             if let Some(when) = &arm.when {
                 for field in compared_fields(when) {
@@ -120,7 +131,10 @@ pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<No
     let counters: Vec<Counter> = counters
         .into_values()
         .filter(|(inc, guard)| !inc.is_empty() && !guard.is_empty())
-        .map(|(incrementers, guards)| Counter { incrementers, guards })
+        .map(|(incrementers, guards)| Counter {
+            incrementers,
+            guards,
+        })
         .collect();
     unbounded_cycle_in(&topo.graph, &removed, &counters)
 }
@@ -151,14 +165,20 @@ fn increments(field: &str, expr: &Value, reducer: Reducer) -> bool {
 pub(crate) fn compared_fields(pred: &str) -> Vec<String> {
     let t = tokens(pred);
     let mut out = Vec::new();
-    let is_ident = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let is_ident = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    };
     for i in 0..t.len() {
         // Skip attributes (`x.field`) and filter names (`x | length`).
         if !is_ident(&t[i]) || (i > 0 && (t[i - 1] == "." || t[i - 1] == "|")) {
             continue;
         }
         let mut j = i + 1;
-        if t.get(j).map(String::as_str) == Some("|") && t.get(j + 1).map(String::as_str) == Some("length") {
+        if t.get(j).map(String::as_str) == Some("|")
+            && t.get(j + 1).map(String::as_str) == Some("length")
+        {
             j += 2;
         }
         let after = t.get(j).map(String::as_str);
@@ -183,7 +203,11 @@ fn tokens(s: &str) -> Vec<String> {
             i += 1;
         } else if c.is_ascii_alphanumeric() || c == '_' {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || (chars[i] == '.' && chars[start].is_ascii_digit())) {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric()
+                    || chars[i] == '_'
+                    || (chars[i] == '.' && chars[start].is_ascii_digit()))
+            {
                 i += 1;
             }
             out.push(chars[start..i].iter().collect());
@@ -223,11 +247,23 @@ mod tests {
         assert!(increments("n", &json!(1), Reducer::Add));
         assert!(!increments("n", &json!(-1), Reducer::Add));
         assert!(increments("h", &json!("'x'"), Reducer::Append));
-        assert_eq!(compared_fields("iteration_count >= max_iterations"), vec!["iteration_count", "max_iterations"]);
-        assert_eq!(compared_fields("generations < max_generations and x"), vec!["generations", "max_generations"]);
-        assert_eq!(compared_fields("3 <= iterations and not grounded"), vec!["iterations"]);
+        assert_eq!(
+            compared_fields("iteration_count >= max_iterations"),
+            vec!["iteration_count", "max_iterations"]
+        );
+        assert_eq!(
+            compared_fields("generations < max_generations and x"),
+            vec!["generations", "max_generations"]
+        );
+        assert_eq!(
+            compared_fields("3 <= iterations and not grounded"),
+            vec!["iterations"]
+        );
         assert_eq!(compared_fields("history | length > 5"), vec!["history"]);
-        assert!(compared_fields("a.b >= 3").is_empty(), "attributes are not counters");
+        assert!(
+            compared_fields("a.b >= 3").is_empty(),
+            "attributes are not counters"
+        );
         assert!(compared_fields("not relevant").is_empty());
     }
 }

@@ -55,12 +55,19 @@ pub fn validate_str(path: &Path, text: &str, sources: &mut Sources, opts: &Optio
     finish(load_spec_str(path, text, sources), sources, opts)
 }
 
-fn finish(loaded: Result<LoadedSpec, Vec<Diagnostic>>, sources: &mut Sources, opts: &Options) -> Outcome {
+fn finish(
+    loaded: Result<LoadedSpec, Vec<Diagnostic>>,
+    sources: &mut Sources,
+    opts: &Options,
+) -> Outcome {
     let loaded = match loaded {
         Ok(l) => l,
         Err(mut diagnostics) => {
             sort_dedup(&mut diagnostics);
-            return Outcome { spec: None, diagnostics };
+            return Outcome {
+                spec: None,
+                diagnostics,
+            };
         }
     };
     let mut diagnostics = check(&loaded, sources, opts);
@@ -76,11 +83,18 @@ fn finish(loaded: Result<LoadedSpec, Vec<Diagnostic>>, sources: &mut Sources, op
         }
     }
     // A fault of the base spec shows up again in every variant: keep it once.
-    let base: std::collections::HashSet<_> =
-        diagnostics.iter().filter(|d| d.variant.is_none()).map(|d| (d.code, d.span, d.message.clone())).collect();
-    diagnostics.retain(|d| d.variant.is_none() || !base.contains(&(d.code, d.span, d.message.clone())));
+    let base: std::collections::HashSet<_> = diagnostics
+        .iter()
+        .filter(|d| d.variant.is_none())
+        .map(|d| (d.code, d.span, d.message.clone()))
+        .collect();
+    diagnostics
+        .retain(|d| d.variant.is_none() || !base.contains(&(d.code, d.span, d.message.clone())));
     sort_dedup(&mut diagnostics);
-    Outcome { spec: Some(loaded), diagnostics }
+    Outcome {
+        spec: Some(loaded),
+        diagnostics,
+    }
 }
 
 /// Facts about the state that several checks need.

@@ -17,24 +17,33 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
     for name in spec.nodes.keys() {
         if name == END || name == "START" {
             diags.push(
-                Diagnostic::new(Code::ReservedName, format!("`{name}` is reserved and cannot name a node"))
-                    .at(ls.key_span(&["nodes", name])),
+                Diagnostic::new(
+                    Code::ReservedName,
+                    format!("`{name}` is reserved and cannot name a node"),
+                )
+                .at(ls.key_span(&["nodes", name])),
             );
         }
     }
     if !spec.nodes.contains_key(&spec.entry) {
         diags.push(
-            Diagnostic::new(Code::UnknownEntry, format!("entry node `{}` does not exist", spec.entry))
-                .at(ls.span(&["entry"]))
-                .help(suggest(&spec.entry, spec.nodes.keys())),
+            Diagnostic::new(
+                Code::UnknownEntry,
+                format!("entry node `{}` does not exist", spec.entry),
+            )
+            .at(ls.span(&["entry"]))
+            .help(suggest(&spec.entry, spec.nodes.keys())),
         );
     }
     for (from, edge) in &spec.edges {
         if !spec.nodes.contains_key(from) {
             diags.push(
-                Diagnostic::new(Code::UnknownEdgeSource, format!("edges are given for `{from}`, which is not a node"))
-                    .at(ls.key_span(&["edges", from]))
-                    .help(suggest(from, spec.nodes.keys())),
+                Diagnostic::new(
+                    Code::UnknownEdgeSource,
+                    format!("edges are given for `{from}`, which is not a node"),
+                )
+                .at(ls.key_span(&["edges", from]))
+                .help(suggest(from, spec.nodes.keys())),
             );
         }
         match edge {
@@ -49,9 +58,14 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
     for name in spec.nodes.keys() {
         if !spec.edges.contains_key(name) {
             diags.push(
-                Diagnostic::new(Code::MissingEdge, format!("node `{name}` has no outgoing edge"))
-                    .at(ls.key_span(&["nodes", name]))
-                    .help(format!("add `{name}: <next node>` (or `{name}: END`) under `edges`")),
+                Diagnostic::new(
+                    Code::MissingEdge,
+                    format!("node `{name}` has no outgoing edge"),
+                )
+                .at(ls.key_span(&["nodes", name]))
+                .help(format!(
+                    "add `{name}: <next node>` (or `{name}: END`) under `edges`"
+                )),
             );
         }
     }
@@ -60,9 +74,12 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
     for (i, name) in spec.output.fallback.iter().enumerate() {
         if !spec.nodes.contains_key(name) {
             diags.push(
-                Diagnostic::new(Code::UnknownOutput, format!("`output.fallback` names `{name}`, which is not a node"))
-                    .at(ls.span(&["output", "fallback", &i.to_string()]))
-                    .help(suggest(name, spec.nodes.keys())),
+                Diagnostic::new(
+                    Code::UnknownOutput,
+                    format!("`output.fallback` names `{name}`, which is not a node"),
+                )
+                .at(ls.span(&["output", "fallback", &i.to_string()]))
+                .help(suggest(name, spec.nodes.keys())),
             );
         }
     }
@@ -89,25 +106,45 @@ fn check_corpus(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diag
     let path = ls.root.join(corpus);
     if !path.is_dir() {
         diags.push(
-            Diagnostic::new(Code::MissingFile, format!("corpus directory `{corpus}` does not exist"))
-                .at(ls.span(at))
-                .help(format!("looked for {}; `--no-environment` skips this check", path.display())),
+            Diagnostic::new(
+                Code::MissingFile,
+                format!("corpus directory `{corpus}` does not exist"),
+            )
+            .at(ls.span(at))
+            .help(format!(
+                "looked for {}; `--no-environment` skips this check",
+                path.display()
+            )),
         );
     }
 }
 
 fn unknown_target(ls: &LoadedSpec, from: &str, to: &str, at: &[&str]) -> Diagnostic {
-    Diagnostic::new(Code::UnknownEdgeTarget, format!("edge from `{from}` leads to `{to}`, which is not a node"))
-        .at(ls.span(at))
-        .help(suggest(to, ls.spec.nodes.keys().map(String::as_str).chain([END])))
+    Diagnostic::new(
+        Code::UnknownEdgeTarget,
+        format!("edge from `{from}` leads to `{to}`, which is not a node"),
+    )
+    .at(ls.span(at))
+    .help(suggest(
+        to,
+        ls.spec.nodes.keys().map(String::as_str).chain([END]),
+    ))
 }
 
-fn check_branch(ls: &LoadedSpec, from: &str, arms: &[crate::spec::types::Arm], diags: &mut Vec<Diagnostic>) {
+fn check_branch(
+    ls: &LoadedSpec,
+    from: &str,
+    arms: &[crate::spec::types::Arm],
+    diags: &mut Vec<Diagnostic>,
+) {
     let spec = &ls.spec;
     if arms.is_empty() {
         diags.push(
-            Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: the branch list is empty"))
-                .at(ls.span(&["edges", from])),
+            Diagnostic::new(
+                Code::BranchShape,
+                format!("edges of `{from}`: the branch list is empty"),
+            )
+            .at(ls.span(&["edges", from])),
         );
         return;
     }
@@ -119,9 +156,12 @@ fn check_branch(ls: &LoadedSpec, from: &str, arms: &[crate::spec::types::Arm], d
             (Some(_), Some(to), None) => {
                 if else_seen {
                     diags.push(
-                        Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: a `when` arm follows the `else` arm"))
-                            .at(ls.span(&at))
-                            .help("`else` must be the last arm"),
+                        Diagnostic::new(
+                            Code::BranchShape,
+                            format!("edges of `{from}`: a `when` arm follows the `else` arm"),
+                        )
+                        .at(ls.span(&at))
+                        .help("`else` must be the last arm"),
                     );
                 }
                 if to != END && !spec.nodes.contains_key(to) {
@@ -131,8 +171,11 @@ fn check_branch(ls: &LoadedSpec, from: &str, arms: &[crate::spec::types::Arm], d
             (None, None, Some(to)) => {
                 if else_seen {
                     diags.push(
-                        Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: more than one `else` arm"))
-                            .at(ls.span(&at)),
+                        Diagnostic::new(
+                            Code::BranchShape,
+                            format!("edges of `{from}`: more than one `else` arm"),
+                        )
+                        .at(ls.span(&at)),
                     );
                 }
                 else_seen = true;
@@ -141,13 +184,19 @@ fn check_branch(ls: &LoadedSpec, from: &str, arms: &[crate::spec::types::Arm], d
                 }
             }
             (Some(_), None, None) => diags.push(
-                Diagnostic::new(Code::BranchShape, format!("edges of `{from}`: arm {} has `when` but no `to`", i + 1))
-                    .at(ls.span(&at)),
+                Diagnostic::new(
+                    Code::BranchShape,
+                    format!("edges of `{from}`: arm {} has `when` but no `to`", i + 1),
+                )
+                .at(ls.span(&at)),
             ),
             _ => diags.push(
                 Diagnostic::new(
                     Code::BranchShape,
-                    format!("edges of `{from}`: arm {} must be either `{{when, to}}` or `{{else}}`", i + 1),
+                    format!(
+                        "edges of `{from}`: arm {} must be either `{{when, to}}` or `{{else}}`",
+                        i + 1
+                    ),
                 )
                 .at(ls.span(&at)),
             ),
@@ -168,18 +217,26 @@ fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diag
         NodeSpec::Retrieve { retriever, .. } => {
             if !spec.retrievers.contains_key(retriever) {
                 diags.push(
-                    Diagnostic::new(Code::UnknownRetriever, format!("node `{name}` uses retriever `{retriever}`, which is not declared"))
-                        .at(ls.span(&["nodes", name, "retriever"]))
-                        .help(suggest(retriever, spec.retrievers.keys())),
+                    Diagnostic::new(
+                        Code::UnknownRetriever,
+                        format!(
+                            "node `{name}` uses retriever `{retriever}`, which is not declared"
+                        ),
+                    )
+                    .at(ls.span(&["nodes", name, "retriever"]))
+                    .help(suggest(retriever, spec.retrievers.keys())),
                 );
             }
         }
         NodeSpec::Tool { tool, .. } => {
             if !spec.tools.contains_key(tool) {
                 diags.push(
-                    Diagnostic::new(Code::UnknownTool, format!("node `{name}` uses tool `{tool}`, which is not declared"))
-                        .at(ls.span(&["nodes", name, "tool"]))
-                        .help(suggest(tool, spec.tools.keys())),
+                    Diagnostic::new(
+                        Code::UnknownTool,
+                        format!("node `{name}` uses tool `{tool}`, which is not declared"),
+                    )
+                    .at(ls.span(&["nodes", name, "tool"]))
+                    .help(suggest(tool, spec.tools.keys())),
                 );
             }
         }
@@ -187,13 +244,20 @@ fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diag
             let is_map = matches!(node, NodeSpec::Map(_));
             if is_map && call.over.is_none() {
                 diags.push(
-                    Diagnostic::new(Code::MissingKey, format!("map node `{name}` is missing required key `over`"))
-                        .at(ls.key_span(&["nodes", name])),
+                    Diagnostic::new(
+                        Code::MissingKey,
+                        format!("map node `{name}` is missing required key `over`"),
+                    )
+                    .at(ls.key_span(&["nodes", name])),
                 );
             }
             if !is_map {
                 for key in ["over", "concurrency"] {
-                    if ls.spans.get(&crate::spec::yaml::pointer(&["nodes", name, key])).is_some() {
+                    if ls
+                        .spans
+                        .get(&crate::spec::yaml::pointer(&["nodes", name, key]))
+                        .is_some()
+                    {
                         diags.push(
                             Diagnostic::new(Code::UnknownKey, format!("`{key}` is only allowed on `map` nodes (node `{name}` is `llm`)"))
                                 .at(ls.key_span(&["nodes", name, key])),
@@ -203,9 +267,15 @@ fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diag
             }
             match spec.models.get(&call.model) {
                 None => diags.push(
-                    Diagnostic::new(Code::UnknownModel, format!("node `{name}` uses model `{}`, which is not declared", call.model))
-                        .at(ls.span(&["nodes", name, "model"]))
-                        .help(suggest(&call.model, spec.models.keys())),
+                    Diagnostic::new(
+                        Code::UnknownModel,
+                        format!(
+                            "node `{name}` uses model `{}`, which is not declared",
+                            call.model
+                        ),
+                    )
+                    .at(ls.span(&["nodes", name, "model"]))
+                    .help(suggest(&call.model, spec.models.keys())),
                 ),
                 Some(model) => check_task(ls, name, call, model.provider, diags),
             }
@@ -214,13 +284,22 @@ fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diag
     }
 }
 
-fn check_task(ls: &LoadedSpec, name: &str, call: &crate::spec::types::LlmNode, provider: Provider, diags: &mut Vec<Diagnostic>) {
+fn check_task(
+    ls: &LoadedSpec,
+    name: &str,
+    call: &crate::spec::types::LlmNode,
+    provider: Provider,
+    diags: &mut Vec<Diagnostic>,
+) {
     let Some(task_name) = &call.task else {
         if provider == Provider::Offline {
             diags.push(
-                Diagnostic::new(Code::UnsupportedTask, format!("node `{name}` uses an `offline` model but names no `task`"))
-                    .at(ls.key_span(&["nodes", name]))
-                    .help(format!("the offline provider implements: {}", task_names())),
+                Diagnostic::new(
+                    Code::UnsupportedTask,
+                    format!("node `{name}` uses an `offline` model but names no `task`"),
+                )
+                .at(ls.key_span(&["nodes", name]))
+                .help(format!("the offline provider implements: {}", task_names())),
             );
         }
         return;
@@ -230,9 +309,12 @@ fn check_task(ls: &LoadedSpec, name: &str, call: &crate::spec::types::LlmNode, p
         None => {
             if provider == Provider::Offline {
                 diags.push(
-                    Diagnostic::new(Code::UnsupportedTask, format!("the offline provider has no task `{task_name}` (node `{name}`)"))
-                        .at(at)
-                        .help(format!("it implements: {}", task_names())),
+                    Diagnostic::new(
+                        Code::UnsupportedTask,
+                        format!("the offline provider has no task `{task_name}` (node `{name}`)"),
+                    )
+                    .at(at)
+                    .help(format!("it implements: {}", task_names())),
                 );
             }
         }
@@ -256,7 +338,11 @@ fn check_task(ls: &LoadedSpec, name: &str, call: &crate::spec::types::LlmNode, p
 }
 
 fn task_names() -> String {
-    tasks::TASKS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+    tasks::TASKS
+        .iter()
+        .map(|t| t.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// "did you mean" help: the closest candidate by edit distance, when close enough.
@@ -288,7 +374,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
         }
         prev = cur;
     }

@@ -47,7 +47,12 @@ const KNOWN_DRAFTS: &[&str] = &[
 /// # Errors
 /// [`Code::MissingFile`], [`Code::PathEscapesRoot`], [`Code::SchemaSyntax`],
 /// [`Code::InvalidSchema`] and file-reading codes.
-pub fn load_schema(ls: &LoadedSpec, sref: &SchemaRef, at: &[&str], sources: &mut Sources) -> Result<LoadedSchema, Vec<Diagnostic>> {
+pub fn load_schema(
+    ls: &LoadedSpec,
+    sref: &SchemaRef,
+    at: &[&str],
+    sources: &mut Sources,
+) -> Result<LoadedSchema, Vec<Diagnostic>> {
     let loaded = match sref {
         SchemaRef::Inline(map) => LoadedSchema {
             schema: Value::Object(map.clone()),
@@ -61,7 +66,8 @@ pub fn load_schema(ls: &LoadedSpec, sref: &SchemaRef, at: &[&str], sources: &mut
             let shown = ls.shown(rel);
             let file = match sources.find(&shown) {
                 Some(f) => f,
-                None => read_text(&path, &shown, sources, span, Limits::default().max_bytes).map_err(|d| vec![d])?,
+                None => read_text(&path, &shown, sources, span, Limits::default().max_bytes)
+                    .map_err(|d| vec![d])?,
             };
             let text = sources.get(file).text.clone();
             let (schema, spans) = yaml::parse(&text, file, &Limits::default()).map_err(|ds| {
@@ -75,7 +81,12 @@ pub fn load_schema(ls: &LoadedSpec, sref: &SchemaRef, at: &[&str], sources: &mut
                     })
                     .collect::<Vec<_>>()
             })?;
-            LoadedSchema { schema, file, spans, prefix: String::new() }
+            LoadedSchema {
+                schema,
+                file,
+                spans,
+                prefix: String::new(),
+            }
         }
     };
     let where_ = || match sref {
@@ -84,34 +95,56 @@ pub fn load_schema(ls: &LoadedSpec, sref: &SchemaRef, at: &[&str], sources: &mut
     };
     let root_span = loaded.span("").or(Some(Span::file_start(loaded.file)));
     if !loaded.schema.is_object() && !loaded.schema.is_boolean() {
-        return Err(vec![Diagnostic::new(Code::InvalidSchema, format!("{} is not an object", where_())).at(root_span)]);
+        return Err(vec![Diagnostic::new(
+            Code::InvalidSchema,
+            format!("{} is not an object", where_()),
+        )
+        .at(root_span)]);
     }
     if let Some(draft) = loaded.schema.get("$schema") {
-        let known = draft.as_str().is_some_and(|d| KNOWN_DRAFTS.contains(&d.trim_end_matches('#')));
+        let known = draft
+            .as_str()
+            .is_some_and(|d| KNOWN_DRAFTS.contains(&d.trim_end_matches('#')));
         if !known {
-            return Err(vec![Diagnostic::new(Code::InvalidSchema, format!("{}: unknown `$schema` {draft}", where_()))
-                .at(loaded.span("/$schema"))
-                .help(format!("use one of: {}", KNOWN_DRAFTS.join(", ")))]);
+            return Err(vec![Diagnostic::new(
+                Code::InvalidSchema,
+                format!("{}: unknown `$schema` {draft}", where_()),
+            )
+            .at(loaded.span("/$schema"))
+            .help(format!("use one of: {}", KNOWN_DRAFTS.join(", ")))]);
         }
     }
     if let Err(e) = jsonschema::meta::validate(&loaded.schema) {
         let ptr = e.instance_path().to_string();
-        return Err(vec![Diagnostic::new(Code::InvalidSchema, format!("{} is not a valid JSON Schema: {e}", where_()))
-            .at(loaded.span(&ptr).or(root_span))]);
+        return Err(vec![Diagnostic::new(
+            Code::InvalidSchema,
+            format!("{} is not a valid JSON Schema: {e}", where_()),
+        )
+        .at(loaded.span(&ptr).or(root_span))]);
     }
     if let Err(e) = jsonschema::validator_for(&loaded.schema) {
         let ptr = e.instance_path().to_string();
-        return Err(vec![Diagnostic::new(Code::InvalidSchema, format!("{} does not compile: {e}", where_()))
-            .at(loaded.span(&ptr).or(root_span))]);
+        return Err(vec![Diagnostic::new(
+            Code::InvalidSchema,
+            format!("{} does not compile: {e}", where_()),
+        )
+        .at(loaded.span(&ptr).or(root_span))]);
     }
     Ok(loaded)
 }
 
 /// Checks the state schema, initial values, reducers and output schemas. Returns the
 /// state's fields for the template and expression checks.
-pub(super) fn check(ls: &LoadedSpec, sources: &mut Sources, diags: &mut Vec<Diagnostic>) -> StateInfo {
+pub(super) fn check(
+    ls: &LoadedSpec,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) -> StateInfo {
     let spec = &ls.spec;
-    let mut info = StateInfo { fields: IndexMap::new(), known: false };
+    let mut info = StateInfo {
+        fields: IndexMap::new(),
+        known: false,
+    };
     match load_schema(ls, &spec.state.schema, &["state", "schema"], sources) {
         Err(ds) => diags.extend(ds),
         Ok(schema) => {
@@ -126,20 +159,29 @@ pub(super) fn check(ls: &LoadedSpec, sources: &mut Sources, diags: &mut Vec<Diag
                     check_initial(ls, &schema, &info, diags);
                 }
                 _ => diags.push(
-                    Diagnostic::new(Code::StateShape, "the state schema must be `type: object` with `properties`")
-                        .at(schema.span("").or(ls.span(&["state", "schema"]))),
+                    Diagnostic::new(
+                        Code::StateShape,
+                        "the state schema must be `type: object` with `properties`",
+                    )
+                    .at(schema.span("").or(ls.span(&["state", "schema"]))),
                 ),
             }
         }
     }
     if info.known {
-        for (key, field) in [("answer", &spec.output.answer), ("documents", &spec.output.documents)] {
+        for (key, field) in [
+            ("answer", &spec.output.answer),
+            ("documents", &spec.output.documents),
+        ] {
             if let Some(field) = field {
                 if !info.fields.contains_key(field) {
                     diags.push(
-                        Diagnostic::new(Code::UnknownOutput, format!("`output.{key}` names `{field}`, which is not a state field"))
-                            .at(ls.span(&["output", key]))
-                            .help(super::refs::suggest(field, info.fields.keys())),
+                        Diagnostic::new(
+                            Code::UnknownOutput,
+                            format!("`output.{key}` names `{field}`, which is not a state field"),
+                        )
+                        .at(ls.span(&["output", key]))
+                        .help(super::refs::suggest(field, info.fields.keys())),
                     );
                 }
             }
@@ -148,9 +190,12 @@ pub(super) fn check(ls: &LoadedSpec, sources: &mut Sources, diags: &mut Vec<Diag
             let at = ls.key_span(&["state", "reducers", field]);
             let Some(prop) = info.fields.get(field) else {
                 diags.push(
-                    Diagnostic::new(Code::UnknownStateField, format!("reducer for `{field}`, which is not a state field"))
-                        .at(at)
-                        .help(super::refs::suggest(field, info.fields.keys())),
+                    Diagnostic::new(
+                        Code::UnknownStateField,
+                        format!("reducer for `{field}`, which is not a state field"),
+                    )
+                    .at(at)
+                    .help(super::refs::suggest(field, info.fields.keys())),
                 );
                 continue;
             };
@@ -166,7 +211,10 @@ pub(super) fn check(ls: &LoadedSpec, sources: &mut Sources, diags: &mut Vec<Diag
                     diags.push(
                         Diagnostic::new(
                             Code::ReducerType,
-                            format!("reducer `{}` needs a {want} field, but `{field}` is `{ty}`", format!("{reducer:?}").to_lowercase()),
+                            format!(
+                                "reducer `{}` needs a {want} field, but `{field}` is `{ty}`",
+                                format!("{reducer:?}").to_lowercase()
+                            ),
                         )
                         .at(ls.span(&["state", "reducers", field])),
                     );
@@ -186,14 +234,22 @@ pub(super) fn check(ls: &LoadedSpec, sources: &mut Sources, diags: &mut Vec<Diag
     info
 }
 
-fn check_initial(ls: &LoadedSpec, schema: &LoadedSchema, info: &StateInfo, diags: &mut Vec<Diagnostic>) {
+fn check_initial(
+    ls: &LoadedSpec,
+    schema: &LoadedSchema,
+    info: &StateInfo,
+    diags: &mut Vec<Diagnostic>,
+) {
     let initial = &ls.spec.state.initial;
     for field in initial.keys() {
         if !info.fields.contains_key(field) {
             diags.push(
-                Diagnostic::new(Code::UnknownStateField, format!("initial value for `{field}`, which is not a state field"))
-                    .at(ls.key_span(&["state", "initial", field]))
-                    .help(super::refs::suggest(field, info.fields.keys())),
+                Diagnostic::new(
+                    Code::UnknownStateField,
+                    format!("initial value for `{field}`, which is not a state field"),
+                )
+                .at(ls.key_span(&["state", "initial", field]))
+                .help(super::refs::suggest(field, info.fields.keys())),
             );
         }
     }
@@ -203,14 +259,29 @@ fn check_initial(ls: &LoadedSpec, schema: &LoadedSchema, info: &StateInfo, diags
     if let Some(obj) = partial.as_object_mut() {
         obj.remove("required");
     }
-    let Ok(validator) = jsonschema::validator_for(&partial) else { return };
-    let value = Value::Object(initial.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+    let Ok(validator) = jsonschema::validator_for(&partial) else {
+        return;
+    };
+    let value = Value::Object(
+        initial
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
     for e in validator.iter_errors(&value) {
         let ptr = e.instance_path().to_string();
-        let at = ls.spans.value(&format!("{}{ptr}", yaml::pointer(&["state", "initial"])));
+        let at = ls
+            .spans
+            .value(&format!("{}{ptr}", yaml::pointer(&["state", "initial"])));
         diags.push(
-            Diagnostic::new(Code::InitialInvalid, format!("initial state `{}`: {e}", ptr.trim_start_matches('/').replace('/', ".")))
-                .at(at),
+            Diagnostic::new(
+                Code::InitialInvalid,
+                format!(
+                    "initial state `{}`: {e}",
+                    ptr.trim_start_matches('/').replace('/', ".")
+                ),
+            )
+            .at(at),
         );
     }
 }

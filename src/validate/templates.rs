@@ -20,7 +20,10 @@ struct Scope<'a> {
 
 impl Scope<'_> {
     fn allows(&self, name: &str) -> bool {
-        !self.state.known || self.state.fields.contains_key(name) || self.extra.iter().any(|e| e == name) || GLOBAL_NAMES.contains(&name)
+        !self.state.known
+            || self.state.fields.contains_key(name)
+            || self.extra.iter().any(|e| e == name)
+            || GLOBAL_NAMES.contains(&name)
     }
 
     fn unknown(&self, vars: impl IntoIterator<Item = String>) -> Vec<String> {
@@ -30,52 +33,128 @@ impl Scope<'_> {
     }
 
     fn known_names(&self) -> Vec<String> {
-        self.state.fields.keys().cloned().chain(self.extra.iter().cloned()).collect()
+        self.state
+            .fields
+            .keys()
+            .cloned()
+            .chain(self.extra.iter().cloned())
+            .collect()
     }
 }
 
-pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, sources: &mut Sources, diags: &mut Vec<Diagnostic>) {
+pub(super) fn check(
+    ls: &LoadedSpec,
+    state: &StateInfo,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) {
     let env = jinja::environment();
     let spec = &ls.spec;
     for (name, node) in &spec.nodes {
-        let base = Scope { state, extra: vec![] };
+        let base = Scope {
+            state,
+            extra: vec![],
+        };
         match node {
             NodeSpec::Retrieve { query, .. } | NodeSpec::Tool { query, .. } => {
                 check_inline_template(ls, &env, query, &["nodes", name, "query"], &base, diags);
             }
             NodeSpec::Llm(call) | NodeSpec::Map(call) => {
                 let is_map = matches!(node, NodeSpec::Map(_));
-                let item_vars: Vec<String> = if is_map { vec!["item".into(), "index".into()] } else { vec![] };
+                let item_vars: Vec<String> = if is_map {
+                    vec!["item".into(), "index".into()]
+                } else {
+                    vec![]
+                };
                 if let Some(over) = &call.over {
-                    check_expression(ls, &env, &Value::String(over.clone()), &["nodes", name, "over"], &base, Code::ExpressionSyntax, Code::ExpressionUnknownVar, diags);
+                    check_expression(
+                        ls,
+                        &env,
+                        &Value::String(over.clone()),
+                        &["nodes", name, "over"],
+                        &base,
+                        Code::ExpressionSyntax,
+                        Code::ExpressionUnknownVar,
+                        diags,
+                    );
                 }
-                let input_scope = Scope { state, extra: item_vars.clone() };
+                let input_scope = Scope {
+                    state,
+                    extra: item_vars.clone(),
+                };
                 for (input, expr) in &call.inputs {
-                    check_expression(ls, &env, expr, &["nodes", name, "inputs", input], &input_scope, Code::ExpressionSyntax, Code::ExpressionUnknownVar, diags);
+                    check_expression(
+                        ls,
+                        &env,
+                        expr,
+                        &["nodes", name, "inputs", input],
+                        &input_scope,
+                        Code::ExpressionSyntax,
+                        Code::ExpressionUnknownVar,
+                        diags,
+                    );
                 }
                 let mut extra = item_vars;
                 extra.extend(call.inputs.keys().cloned());
                 let prompt_scope = Scope { state, extra };
                 if let Some(system) = &call.prompt.system {
-                    check_prompt(ls, &env, system, &["nodes", name, "prompt", "system"], &prompt_scope, sources, diags);
+                    check_prompt(
+                        ls,
+                        &env,
+                        system,
+                        &["nodes", name, "prompt", "system"],
+                        &prompt_scope,
+                        sources,
+                        diags,
+                    );
                 }
-                check_prompt(ls, &env, &call.prompt.user, &["nodes", name, "prompt", "user"], &prompt_scope, sources, diags);
+                check_prompt(
+                    ls,
+                    &env,
+                    &call.prompt.user,
+                    &["nodes", name, "prompt", "user"],
+                    &prompt_scope,
+                    sources,
+                    diags,
+                );
             }
             NodeSpec::Update { .. } => {}
         }
-        let update_scope = Scope { state, extra: if node.has_output() { vec!["output".into()] } else { vec![] } };
+        let update_scope = Scope {
+            state,
+            extra: if node.has_output() {
+                vec!["output".into()]
+            } else {
+                vec![]
+            },
+        };
         for (field, expr) in node.update() {
             if state.known && !state.fields.contains_key(field) {
                 diags.push(
-                    Diagnostic::new(Code::UnknownWrite, format!("node `{name}` writes `{field}`, which is not a state field"))
-                        .at(ls.key_span(&["nodes", name, "update", field]))
-                        .help(super::refs::suggest(field, state.fields.keys())),
+                    Diagnostic::new(
+                        Code::UnknownWrite,
+                        format!("node `{name}` writes `{field}`, which is not a state field"),
+                    )
+                    .at(ls.key_span(&["nodes", name, "update", field]))
+                    .help(super::refs::suggest(field, state.fields.keys())),
                 );
             }
-            check_expression(ls, &env, expr, &["nodes", name, "update", field], &update_scope, Code::ExpressionSyntax, Code::ExpressionUnknownVar, diags);
+            check_expression(
+                ls,
+                &env,
+                expr,
+                &["nodes", name, "update", field],
+                &update_scope,
+                Code::ExpressionSyntax,
+                Code::ExpressionUnknownVar,
+                diags,
+            );
         }
     }
-    let scope = Scope { state, extra: vec![] };
+    let scope = Scope {
+        state,
+        extra: vec![],
+    };
     for (from, edge) in &spec.edges {
         let Edge::Branch(arms) = edge else { continue };
         let mut always_true_at: Option<usize> = None;
@@ -85,18 +164,37 @@ pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, sources: &mut Sources, d
             let at = ["edges", from.as_str(), ix.as_str(), "when"];
             if let Some(prev) = always_true_at {
                 diags.push(
-                    Diagnostic::new(Code::ShadowedArm, format!("edges of `{from}`: arm {} can never be taken: arm {} is always true", i + 1, prev + 1))
-                        .at(ls.span(&at)),
+                    Diagnostic::new(
+                        Code::ShadowedArm,
+                        format!(
+                            "edges of `{from}`: arm {} can never be taken: arm {} is always true",
+                            i + 1,
+                            prev + 1
+                        ),
+                    )
+                    .at(ls.span(&at)),
                 );
             }
-            if let Some(constant) = check_expression(ls, &env, &Value::String(when.clone()), &at, &scope, Code::PredicateSyntax, Code::PredicateUnknownVar, diags) {
+            if let Some(constant) = check_expression(
+                ls,
+                &env,
+                &Value::String(when.clone()),
+                &at,
+                &scope,
+                Code::PredicateSyntax,
+                Code::PredicateUnknownVar,
+                diags,
+            ) {
                 if constant {
                     always_true_at.get_or_insert(i);
                 } else {
                     diags.push(
-                        Diagnostic::new(Code::PredicateNeverTrue, format!("edges of `{from}`: predicate `{when}` is always false"))
-                            .at(ls.span(&at))
-                            .help("a predicate that reads no state field has a fixed value"),
+                        Diagnostic::new(
+                            Code::PredicateNeverTrue,
+                            format!("edges of `{from}`: predicate `{when}` is always false"),
+                        )
+                        .at(ls.span(&at))
+                        .help("a predicate that reads no state field has a fixed value"),
                     );
                 }
             }
@@ -117,11 +215,15 @@ fn check_expression(
     unknown: Code,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<bool> {
-    let Value::String(text) = expr else { return None };
+    let Value::String(text) = expr else {
+        return None;
+    };
     let span = ls.span(at);
     match env.compile_expression(text) {
         Err(e) => {
-            diags.push(Diagnostic::new(syntax, format!("`{}`: {}", at.join("."), describe(&e))).at(span));
+            diags.push(
+                Diagnostic::new(syntax, format!("`{}`: {}", at.join("."), describe(&e))).at(span),
+            );
             None
         }
         Ok(compiled) => {
@@ -129,9 +231,15 @@ fn check_expression(
             let bad = scope.unknown(vars.iter().cloned());
             for var in &bad {
                 diags.push(
-                    Diagnostic::new(unknown, format!("`{}` reads `{var}`, which is not a state field or a builtin here", at.join(".")))
-                        .at(span)
-                        .help(super::refs::suggest(var, scope.known_names())),
+                    Diagnostic::new(
+                        unknown,
+                        format!(
+                            "`{}` reads `{var}`, which is not a state field or a builtin here",
+                            at.join(".")
+                        ),
+                    )
+                    .at(span)
+                    .help(super::refs::suggest(var, scope.known_names())),
                 );
             }
             if vars.is_empty() {
@@ -150,10 +258,23 @@ fn describe(e: &minijinja::Error) -> String {
     }
 }
 
-fn check_inline_template(ls: &LoadedSpec, env: &Environment<'static>, text: &str, at: &[&str], scope: &Scope<'_>, diags: &mut Vec<Diagnostic>) {
+fn check_inline_template(
+    ls: &LoadedSpec,
+    env: &Environment<'static>,
+    text: &str,
+    at: &[&str],
+    scope: &Scope<'_>,
+    diags: &mut Vec<Diagnostic>,
+) {
     let span = ls.span(at);
     match env.template_from_str(text) {
-        Err(e) => diags.push(Diagnostic::new(Code::TemplateSyntax, format!("template `{}`: {}", at.join("."), describe(&e))).at(span)),
+        Err(e) => diags.push(
+            Diagnostic::new(
+                Code::TemplateSyntax,
+                format!("template `{}`: {}", at.join("."), describe(&e)),
+            )
+            .at(span),
+        ),
         Ok(t) => {
             for var in scope.unknown(t.undeclared_variables(false)) {
                 diags.push(
@@ -197,14 +318,18 @@ fn check_prompt(
                         .or_else(|| e.line().map(|l| Span::point(file, l as u32, 1)))
                         .unwrap_or(Span::file_start(file));
                     diags.push(
-                        Diagnostic::new(Code::TemplateSyntax, format!("template {}: {}", f.file, describe(&e)))
-                            .at(Some(loc))
-                            .label(span, "template used here"),
+                        Diagnostic::new(
+                            Code::TemplateSyntax,
+                            format!("template {}: {}", f.file, describe(&e)),
+                        )
+                        .at(Some(loc))
+                        .label(span, "template used here"),
                     );
                 }
                 Ok(t) => {
                     for var in scope.unknown(t.undeclared_variables(false)) {
-                        let loc = jinja::locate_identifier(&text, &var).map(|r| sources.span_of_range(file, r));
+                        let loc = jinja::locate_identifier(&text, &var)
+                            .map(|r| sources.span_of_range(file, r));
                         diags.push(
                             Diagnostic::new(Code::TemplateUnknownVar, format!("template {} reads `{var}`, which is not a state field or a builtin here", f.file))
                                 .at(loc.or(Some(Span::file_start(file))))
@@ -222,7 +347,12 @@ fn check_prompt(
 ///
 /// # Errors
 /// Path, existence and text diagnostics located at `span`.
-pub fn load_template_file(ls: &LoadedSpec, rel: &str, span: Option<Span>, sources: &mut Sources) -> Result<FileId, Diagnostic> {
+pub fn load_template_file(
+    ls: &LoadedSpec,
+    rel: &str,
+    span: Option<Span>,
+    sources: &mut Sources,
+) -> Result<FileId, Diagnostic> {
     let path = ls.resolve(rel, span)?;
     let shown = ls.shown(rel);
     match sources.find(&shown) {
