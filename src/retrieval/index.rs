@@ -572,3 +572,25 @@ fn write_index(
         .map_err(|e| RetrievalError::io("writing", &path, e))?;
     Ok((n_files, n_chunks))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Index>();
+    }
+
+    #[test]
+    fn analyzer_stems_and_drops_stop_words() {
+        let mut a = analyzer();
+        let mut stream = a.token_stream("The Borrowing of REFERENCES, foo:bar");
+        let mut terms = Vec::new();
+        while stream.advance() {
+            terms.push(stream.token().text.clone());
+        }
+        assert_eq!(terms, vec!["borrow", "refer", "foo", "bar"]);
+    }
+}

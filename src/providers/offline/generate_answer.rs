@@ -1,0 +1,163 @@
+//! `generate_answer`: an extractive answer with citations.
+//!
+//! Every document is split into sentences. A sentence's score is the IDF-weighted
+//! share of the question's content terms it contains. Sentences are chosen greedily
+//! (MMR-style): the gain of a candidate is the weight of the question terms it covers
+//! that no chosen sentence covers yet, plus a third of the weight of those already
+//! covered, plus a quarter of its document's relevance, plus a bonus for the sentence
+//! right after a chosen one (it often carries the explanation). Up to
+//! `max_sentences` sentences are taken while the gain reaches `min_gain`; they are
+//! printed in document order, each followed by `[source]`.
+//!
+//! When no document is given, or the best sentence covers less than
+//! `answer_min_coverage` of the question, the answer is the refusal
+//! [`super::text::REFUSAL`].
+
+use std::collections::HashSet;
+
+use super::text::{coverage, sentences, Analyzer, DocView, Idf, REFUSAL};
+use super::OfflineParams;
+use crate::retrieval::Index;
+
+/// Sentences longer than this (bytes) are not quoted (code listings, tables).
+const MAX_SENTENCE_BYTES: usize = 500;
+/// Sentences with fewer whitespace-separated words than this are not quoted.
+const MIN_SENTENCE_WORDS: usize = 4;
+/// Most sentences considered per document.
+const MAX_SENTENCES_PER_DOC: usize = 400;
+
+struct Candidate {
+    doc: usize,
+    ordinal: usize,
+    text: String,
+    /// Indices (into the question terms) of the terms the sentence contains.
+    covers: Vec<usize>,
+    terms: HashSet<String>,
+}
+
+/// The answer text.
+pub(crate) fn generate(
+    an: &Analyzer,
+    params: &OfflineParams,
+    index: Option<&Index>,
+    question: &str,
+    docs: &[DocView],
+) -> String {
+    let q = an.question_terms(question);
+    if docs.is_empty() || q.is_empty() {
+        return REFUSAL.to_string();
+    }
+    let idf = Idf::new(index, docs);
+    let w = idf.weights(&q);
+    let total: f64 = w.iter().sum();
+    if total <= 0.0 {
+        return REFUSAL.to_string();
+    }
+    let doc_rel: Vec<f64> = docs.iter().map(|d| coverage(d, &q, &w).0).collect();
+
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut seen_texts: HashSet<String> = HashSet::new();
+    for (di, d) in docs.iter().enumerate() {
+        for (si, s) in sentences(&d.content)
+            .into_iter()
+            .take(MAX_SENTENCES_PER_DOC)
+            .enumerate()
+        {
+            if s.text.len() > MAX_SENTENCE_BYTES
+                || s.text.split_whitespace().count() < MIN_SENTENCE_WORDS
+            {
+                continue;
+            }
+            let norm = s
+                .text
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_lowercase();
+            if !seen_texts.insert(norm) {
+                continue; // overlapping chunks repeat sentences
+            }
+            let terms: HashSet<String> = an.tokens(s.text).into_iter().map(|t| t.term).collect();
+            let covers: Vec<usize> = (0..q.len()).filter(|&i| terms.contains(&q[i])).collect();
+            cands.push(Candidate {
+                doc: di,
+                ordinal: si,
+                text: s.text.to_string(),
+                covers,
+                terms,
+            });
+        }
+    }
+    let cov = |c: &Candidate| c.covers.iter().map(|&i| w[i]).sum::<f64>() / total;
+    let best = cands.iter().map(cov).fold(0.0, f64::max);
+    if best < params.answer_min_coverage {
+        return REFUSAL.to_string();
+    }
+
+    let mut covered = vec![false; q.len()];
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut chosen_terms: Vec<&HashSet<String>> = Vec::new();
+    while chosen.len() < params.max_sentences {
+        let mut pick: Option<(usize, f64)> = None;
+        for (ci, c) in cands.iter().enumerate() {
+            if chosen.contains(&ci) || c.covers.is_empty() {
+                continue;
+            }
+            // Skip near-duplicates of a chosen sentence (Jaccard of terms ≥ 0.7).
+            let dup = chosen_terms.iter().any(|t| {
+                let inter = t.intersection(&c.terms).count() as f64;
+                let union = (t.len() + c.terms.len()) as f64 - inter;
+                union > 0.0 && inter / union >= 0.7
+            });
+            if dup {
+                continue;
+            }
+            let new: f64 = c
+                .covers
+                .iter()
+                .filter(|&&i| !covered[i])
+                .map(|&i| w[i])
+                .sum::<f64>()
+                / total;
+            let old: f64 = c
+                .covers
+                .iter()
+                .filter(|&&i| covered[i])
+                .map(|&i| w[i])
+                .sum::<f64>()
+                / total;
+            let follows = chosen
+                .iter()
+                .any(|&k| cands[k].doc == c.doc && cands[k].ordinal + 1 == c.ordinal);
+            let mut gain =
+                new + old / 3.0 + doc_rel[c.doc] / 4.0 + if follows { 0.15 } else { 0.0 };
+            if chosen.is_empty() {
+                gain = cov(c) + doc_rel[c.doc] / 4.0;
+            }
+            if pick.is_none_or(|(_, g)| gain > g + 1e-12) {
+                pick = Some((ci, gain));
+            }
+        }
+        let Some((ci, gain)) = pick else { break };
+        if !chosen.is_empty() && gain < params.min_gain + 0.25 * doc_rel[cands[ci].doc].min(1.0) {
+            break;
+        }
+        for &i in &cands[ci].covers {
+            covered[i] = true;
+        }
+        chosen.push(ci);
+        chosen_terms.push(&cands[ci].terms);
+    }
+    if chosen.is_empty() {
+        return REFUSAL.to_string();
+    }
+    chosen.sort_by_key(|&k| (cands[k].doc, cands[k].ordinal));
+    let parts: Vec<String> = chosen
+        .iter()
+        .map(|&k| {
+            let c = &cands[k];
+            format!("{} [{}]", c.text, docs[c.doc].source)
+        })
+        .collect();
+    parts.join(" ")
+}
