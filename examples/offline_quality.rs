@@ -246,6 +246,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 item["kind"].as_str().unwrap_or("?"),
                 question
             );
+            let dfs: Vec<String> = index
+                .analyze(question)
+                .iter()
+                .map(|t| format!("{t}:{}", index.doc_freq(t)))
+                .collect();
+            println!("  terms: {}", dfs.join(" "));
             for d in &docs {
                 let g = run(
                     "grade_documents",

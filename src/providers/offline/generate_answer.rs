@@ -1,17 +1,21 @@
 //! `generate_answer`: an extractive answer with citations.
 //!
-//! Every document is split into sentences. A sentence's score is the IDF-weighted
-//! share of the question's content terms it contains. Sentences are chosen greedily
-//! (MMR-style): the gain of a candidate is the weight of the question terms it covers
-//! that no chosen sentence covers yet, plus a third of the weight of those already
-//! covered, plus a quarter of its document's relevance, plus a bonus for the sentence
-//! right after a chosen one (it often carries the explanation). Up to
-//! `max_sentences` sentences are taken while the gain reaches `min_gain`; they are
-//! printed in document order, each followed by `[source]`.
+//! Every document is split into sentences ([`super::text::sentences`]). A sentence's
+//! coverage is the IDF-weighted share of the question's content terms it contains;
+//! a line that does not end like prose (`.`, `!`, `?`, `:`, `)`) — a heading, a code
+//! line, compiler output — counts half. Sentences are chosen greedily (MMR-style): the
+//! gain of a candidate is the weight of the question terms it covers that no chosen
+//! sentence covers yet, plus a third of the weight of those already covered, plus a
+//! bonus for the sentence right after a chosen one (it often carries the
+//! explanation); a quarter of the document's relevance breaks near ties. Up to
+//! `max_sentences` sentences are taken while the gain reaches `min_gain`. A chosen
+//! sentence that ends with `:` brings the lines that follow it (a code snippet, at
+//! most [`MAX_CONTINUATION_BYTES`]). Sentences are printed in document order, each
+//! followed by `[source]`.
 //!
-//! When no document is given, or the best sentence covers less than
-//! `answer_min_coverage` of the question, the answer is the refusal
-//! [`super::text::REFUSAL`].
+//! The answer is the refusal [`super::text::REFUSAL`] when no document is given, when
+//! no document covers `answer_min_coverage` of the question, or when no sentence
+//! covers `sentence_min_coverage` of it.
 
 use std::collections::HashSet;
 
@@ -25,6 +29,8 @@ const MAX_SENTENCE_BYTES: usize = 500;
 const MIN_SENTENCE_WORDS: usize = 4;
 /// Most sentences considered per document.
 const MAX_SENTENCES_PER_DOC: usize = 400;
+/// Most bytes of the lines appended after a chosen sentence that ends with `:`.
+pub const MAX_CONTINUATION_BYTES: usize = 240;
 
 struct Candidate {
     doc: usize,
@@ -33,6 +39,38 @@ struct Candidate {
     /// Indices (into the question terms) of the terms the sentence contains.
     covers: Vec<usize>,
     terms: HashSet<String>,
+    /// 1 for prose, 0.5 for a line that does not end like a sentence.
+    factor: f64,
+    /// The lines after a sentence ending with `:`.
+    continuation: Option<String>,
+}
+
+fn ends_like_prose(s: &str) -> bool {
+    matches!(
+        s.chars().last(),
+        Some('.' | '!' | '?' | ':' | ')' | '"' | '”' | '’')
+    )
+}
+
+/// The text after a sentence ending with `:` up to [`MAX_CONTINUATION_BYTES`], cut
+/// at a line end; `None` if empty.
+fn continuation(content: &str, sentence: &str) -> Option<String> {
+    if !sentence.ends_with(':') {
+        return None;
+    }
+    let at = content.find(sentence)? + sentence.len();
+    let rest = content.get(at..)?;
+    let mut out = String::new();
+    for line in rest.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if out.len() + line.len() > MAX_CONTINUATION_BYTES {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(line);
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The answer text.
@@ -54,6 +92,9 @@ pub(crate) fn generate(
         return REFUSAL.to_string();
     }
     let doc_rel: Vec<f64> = docs.iter().map(|d| coverage(d, &q, &w).0).collect();
+    if doc_rel.iter().copied().fold(0.0, f64::max) < params.answer_min_coverage {
+        return REFUSAL.to_string();
+    }
 
     let mut cands: Vec<Candidate> = Vec::new();
     let mut seen_texts: HashSet<String> = HashSet::new();
@@ -79,74 +120,78 @@ pub(crate) fn generate(
             }
             let terms: HashSet<String> = an.tokens(s.text).into_iter().map(|t| t.term).collect();
             let covers: Vec<usize> = (0..q.len()).filter(|&i| terms.contains(&q[i])).collect();
+            let factor = if ends_like_prose(s.text) { 1.0 } else { 0.5 };
+            let continuation = continuation(&d.content, s.text);
             cands.push(Candidate {
                 doc: di,
                 ordinal: si,
                 text: s.text.to_string(),
                 covers,
                 terms,
+                factor,
+                continuation,
             });
         }
     }
-    let cov = |c: &Candidate| c.covers.iter().map(|&i| w[i]).sum::<f64>() / total;
+    let cov = |c: &Candidate| c.factor * c.covers.iter().map(|&i| w[i]).sum::<f64>() / total;
     let best = cands.iter().map(cov).fold(0.0, f64::max);
-    if best < params.answer_min_coverage {
+    if best < params.sentence_min_coverage {
         return REFUSAL.to_string();
     }
 
     let mut covered = vec![false; q.len()];
     let mut chosen: Vec<usize> = Vec::new();
-    let mut chosen_terms: Vec<&HashSet<String>> = Vec::new();
     while chosen.len() < params.max_sentences {
-        let mut pick: Option<(usize, f64)> = None;
+        let mut pick: Option<(usize, f64, f64)> = None;
         for (ci, c) in cands.iter().enumerate() {
             if chosen.contains(&ci) || c.covers.is_empty() {
                 continue;
             }
-            // Skip near-duplicates of a chosen sentence (Jaccard of terms ≥ 0.7).
-            let dup = chosen_terms.iter().any(|t| {
+            // Skip near-duplicates of a chosen sentence (Jaccard of terms ≥ 0.6).
+            let dup = chosen.iter().any(|&k| {
+                let t = &cands[k].terms;
                 let inter = t.intersection(&c.terms).count() as f64;
                 let union = (t.len() + c.terms.len()) as f64 - inter;
-                union > 0.0 && inter / union >= 0.7
+                union > 0.0 && inter / union >= 0.6
             });
             if dup {
                 continue;
             }
-            let new: f64 = c
-                .covers
-                .iter()
-                .filter(|&&i| !covered[i])
-                .map(|&i| w[i])
-                .sum::<f64>()
-                / total;
-            let old: f64 = c
-                .covers
-                .iter()
-                .filter(|&&i| covered[i])
-                .map(|&i| w[i])
-                .sum::<f64>()
-                / total;
-            let follows = chosen
-                .iter()
-                .any(|&k| cands[k].doc == c.doc && cands[k].ordinal + 1 == c.ordinal);
-            let mut gain =
-                new + old / 3.0 + doc_rel[c.doc] / 4.0 + if follows { 0.15 } else { 0.0 };
-            if chosen.is_empty() {
-                gain = cov(c) + doc_rel[c.doc] / 4.0;
-            }
-            if pick.is_none_or(|(_, g)| gain > g + 1e-12) {
-                pick = Some((ci, gain));
+            let marginal = if chosen.is_empty() {
+                cov(c)
+            } else {
+                let new: f64 = c
+                    .covers
+                    .iter()
+                    .filter(|&&i| !covered[i])
+                    .map(|&i| w[i])
+                    .sum::<f64>()
+                    / total;
+                let old: f64 = c
+                    .covers
+                    .iter()
+                    .filter(|&&i| covered[i])
+                    .map(|&i| w[i])
+                    .sum::<f64>()
+                    / total;
+                let follows = chosen
+                    .iter()
+                    .any(|&k| cands[k].doc == c.doc && cands[k].ordinal + 1 == c.ordinal);
+                c.factor * (new + old / 3.0) + if follows { 0.15 } else { 0.0 }
+            };
+            let gain = marginal + doc_rel[c.doc] / 4.0;
+            if pick.is_none_or(|(_, _, g)| gain > g + 1e-12) {
+                pick = Some((ci, marginal, gain));
             }
         }
-        let Some((ci, gain)) = pick else { break };
-        if !chosen.is_empty() && gain < params.min_gain + 0.25 * doc_rel[cands[ci].doc].min(1.0) {
+        let Some((ci, marginal, _)) = pick else { break };
+        if !chosen.is_empty() && marginal < params.min_gain {
             break;
         }
         for &i in &cands[ci].covers {
             covered[i] = true;
         }
         chosen.push(ci);
-        chosen_terms.push(&cands[ci].terms);
     }
     if chosen.is_empty() {
         return REFUSAL.to_string();
@@ -156,7 +201,10 @@ pub(crate) fn generate(
         .iter()
         .map(|&k| {
             let c = &cands[k];
-            format!("{} [{}]", c.text, docs[c.doc].source)
+            match &c.continuation {
+                Some(more) => format!("{} {} [{}]", c.text, more, docs[c.doc].source),
+                None => format!("{} [{}]", c.text, docs[c.doc].source),
+            }
         })
         .collect();
     parts.join(" ")

@@ -25,7 +25,8 @@
 //! |-------|------|---------|---------|
 //! | `relevance_threshold` | number 0..1 | 0.35 | least IDF-weighted question coverage of a document graded `yes` |
 //! | `min_overlap` | integer ≥ 0 | 1 | least number of distinct question terms in a document graded `yes` |
-//! | `answer_min_coverage` | number 0..1 | 0.3 | least question coverage of the best sentence for an answer; below it the generator refuses |
+//! | `answer_min_coverage` | number 0..1 | 0.3 | least question coverage of the best document for an answer; below it the generator refuses |
+//! | `sentence_min_coverage` | number 0..1 | 0.15 | least question coverage of the best sentence for an answer; below it the generator refuses |
 //! | `max_sentences` | integer 1..=10 | 3 | most sentences in a generated answer |
 //! | `min_gain` | number 0..1 | 0.12 | least marginal score of a further answer sentence |
 //! | `expansion_terms` | integer 0..=20 | 4 | terms added by pseudo-relevance feedback in `rewrite_query` |
@@ -58,8 +59,10 @@ pub struct OfflineParams {
     pub relevance_threshold: f64,
     /// Least number of distinct question terms in a document graded `yes`.
     pub min_overlap: usize,
-    /// Least question coverage (0..1) of the best sentence; below it the generator refuses.
+    /// Least question coverage (0..1) of the best document; below it the generator refuses.
     pub answer_min_coverage: f64,
+    /// Least question coverage (0..1) of the best sentence; below it the generator refuses.
+    pub sentence_min_coverage: f64,
     /// Most sentences in a generated answer (1..=10).
     pub max_sentences: usize,
     /// Least marginal score (0..1) of a further answer sentence.
@@ -82,6 +85,7 @@ impl Default for OfflineParams {
             relevance_threshold: 0.35,
             min_overlap: 1,
             answer_min_coverage: 0.3,
+            sentence_min_coverage: 0.15,
             max_sentences: 3,
             min_gain: 0.12,
             expansion_terms: 4,
@@ -117,6 +121,7 @@ impl OfflineParams {
                 "relevance_threshold" => p.relevance_threshold = unit(value)?,
                 "min_overlap" => p.min_overlap = count(value, 0, 1000)?,
                 "answer_min_coverage" => p.answer_min_coverage = unit(value)?,
+                "sentence_min_coverage" => p.sentence_min_coverage = unit(value)?,
                 "max_sentences" => p.max_sentences = count(value, 1, 10)?,
                 "min_gain" => p.min_gain = unit(value)?,
                 "expansion_terms" => p.expansion_terms = count(value, 0, 20)?,
@@ -131,7 +136,7 @@ impl OfflineParams {
                 other => {
                     return Err(format!(
                         "offline provider: unknown param `{other}` (known: relevance_threshold, min_overlap, \
-                         answer_min_coverage, max_sentences, min_gain, expansion_terms, feedback_docs, synonyms, \
+                         answer_min_coverage, sentence_min_coverage, max_sentences, min_gain, expansion_terms, feedback_docs, synonyms, \
                          support_threshold, addresses_threshold)"
                     ))
                 }

@@ -178,14 +178,16 @@ fn expansion(
             };
             *score.entry(t.clone()).or_default() += (*tf as f64 + boost) / len;
         }
-        for tok in an.tokens(&d.content) {
-            if score.contains_key(&tok.term) {
-                if let Some(s) = d.content.get(tok.from..tok.to) {
-                    *surfaces
-                        .entry(tok.term.clone())
-                        .or_default()
-                        .entry(s.to_lowercase())
-                        .or_default() += 1;
+        for text in [&d.content, &d.heading_text] {
+            for tok in an.tokens(text) {
+                if score.contains_key(&tok.term) {
+                    if let Some(s) = text.get(tok.from..tok.to) {
+                        *surfaces
+                            .entry(tok.term.clone())
+                            .or_default()
+                            .entry(s.to_lowercase())
+                            .or_default() += 1;
+                    }
                 }
             }
         }

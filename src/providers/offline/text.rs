@@ -14,64 +14,22 @@ use crate::retrieval::Index;
 /// Words that carry no topic in a question, on top of the analyzer's English stop
 /// words: interrogatives, auxiliaries, pronouns, filler, and `rust` itself (every page
 /// of the corpus is about Rust). Stemmed at construction so they match analyzed terms.
+#[rustfmt::skip]
 const QUESTION_WORDS: &[&str] = &[
-    "what",
-    "how",
-    "why",
-    "which",
-    "when",
-    "where",
-    "who",
-    "whom",
-    "whose",
-    "do",
-    "does",
-    "did",
-    "doing",
-    "done",
-    "i",
-    "me",
-    "my",
-    "mine",
-    "we",
-    "our",
-    "you",
-    "your",
-    "can",
-    "could",
-    "would",
-    "should",
-    "shall",
-    "may",
-    "might",
-    "must",
-    "get",
-    "got",
-    "want",
-    "need",
-    "just",
-    "also",
-    "instead",
-    "anything",
-    "something",
-    "thing",
-    "things",
-    "way",
-    "ways",
+    // interrogatives and auxiliaries
+    "what", "how", "why", "which", "when", "where", "who", "whom", "whose", "whether",
+    "do", "does", "did", "doing", "done", "am", "have", "has", "had", "having",
+    "can", "could", "would", "should", "shall", "may", "might", "must", "will",
+    // pronouns
+    "i", "me", "my", "mine", "myself", "we", "our", "us", "you", "your", "them", "those", "these",
+    // filler and function words the analyzer keeps
+    "get", "got", "gets", "want", "need", "needs", "just", "also", "instead", "anything", "something",
+    "thing", "things", "way", "ways", "so", "only", "out", "from", "any", "about", "other", "some",
+    "more", "most", "too", "very", "same", "each", "all", "both", "own", "again", "now", "then",
+    "than", "up", "down", "off", "over", "there", "here", "like", "still", "even", "e", "g", "etc",
+    "s", "t", "m", "re", "ve", "ll", "d", "one", "two",
+    // every page of the corpus is about Rust
     "rust",
-    "s",
-    "t",
-    "let",
-    "us",
-    "one",
-    "two",
-    "like",
-    "e",
-    "g",
-    "etc",
-    "will",
-    "still",
-    "even",
 ];
 
 /// Most distinct question terms considered (a longer question is cut, so a 1 MB
@@ -246,6 +204,8 @@ pub(crate) struct DocView {
     pub all_terms: HashMap<String, usize>,
     /// Number of content tokens.
     pub len: usize,
+    /// Title and heading path, one per line.
+    pub heading_text: String,
 }
 
 /// Reads a document object `{id, content, metadata}`; `Err` names what is wrong.
@@ -302,6 +262,7 @@ pub(crate) fn doc_view(an: &Analyzer, v: &Value, ordinal: usize) -> Result<DocVi
         heading_terms,
         all_terms,
         len: toks.len(),
+        heading_text,
     })
 }
 
