@@ -545,3 +545,33 @@ fn rust_book_index_when_installed() {
         Index::open_or_build(&book, Some(&out.path().join("book")), &opts()).expect("reuse book");
     assert!(again.reused);
 }
+
+#[test]
+fn resolve_corpus_paths() {
+    let base = tempfile::tempdir().expect("tempdir");
+    fs::create_dir_all(base.path().join("docs/sub")).expect("mkdir");
+    let got = ragloop::retrieval::resolve_corpus("docs/sub", base.path()).expect("relative");
+    assert_eq!(got, base.path().join("docs/sub"));
+    let abs = base.path().join("docs");
+    let got =
+        ragloop::retrieval::resolve_corpus(abs.to_str().expect("utf8"), Path::new("/elsewhere"))
+            .expect("absolute");
+    assert_eq!(got, abs);
+    let err = ragloop::retrieval::resolve_corpus("nope", base.path()).expect_err("missing");
+    assert!(matches!(err, RetrievalError::CorpusNotFound(_)), "{err}");
+    let dflt = ragloop::retrieval::default_index_dir(base.path());
+    if let Ok(d) = dflt {
+        let name = d
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(name.len(), 16);
+        assert_eq!(
+            d.parent()
+                .and_then(|p| p.file_name())
+                .and_then(|n| n.to_str()),
+            Some("indexes")
+        );
+    }
+}

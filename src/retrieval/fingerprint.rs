@@ -7,10 +7,11 @@ use std::path::Path;
 use super::ingest::{walk, Candidate, Walk};
 use super::IndexOptions;
 
-/// A walked corpus with the bytes of every candidate (read once, reused by the build).
+/// A walked corpus: its fingerprint and candidate files. File contents are hashed and
+/// dropped (the build reads them again), so memory stays flat on large corpora.
 pub(crate) struct Scanned {
     pub fingerprint: String,
-    pub files: Vec<(Candidate, std::io::Result<Vec<u8>>)>,
+    pub files: Vec<Candidate>,
     pub walk_skipped: usize,
     pub walk_warnings: Vec<String>,
 }
@@ -45,7 +46,7 @@ pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Sca
                 h.update(format!("unreadable {:?}\n", e.kind()).as_bytes());
             }
         }
-        files.push((cand, bytes));
+        files.push(cand);
     }
     Scanned {
         fingerprint: h.finalize().to_hex().to_string(),

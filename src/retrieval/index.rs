@@ -501,7 +501,7 @@ fn build(
 fn write_index(
     corpus: &Path,
     dir: &Path,
-    files: Vec<(super::ingest::Candidate, std::io::Result<Vec<u8>>)>,
+    files: Vec<super::ingest::Candidate>,
     opts: &IndexOptions,
     fingerprint: &str,
     skipped: &mut usize,
@@ -516,8 +516,9 @@ fn write_index(
     let pb = progress_bar(opts.progress, files.len());
     pb.set_message("indexing");
     let (mut n_files, mut n_chunks) = (0usize, 0usize);
-    for (cand, bytes) in files {
+    for cand in files {
         pb.inc(1);
+        let bytes = std::fs::read(&cand.path);
         let Some(loaded) = load_file(&cand, bytes, &opts.chunk, skipped, warnings) else {
             continue;
         };
