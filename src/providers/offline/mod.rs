@@ -27,8 +27,8 @@
 //! | `min_overlap` | integer ≥ 0 | 1 | least number of distinct question terms in a document graded `yes` |
 //! | `answer_min_coverage` | number 0..1 | 0.3 | least question coverage of the best document for an answer; below it the generator refuses |
 //! | `sentence_min_coverage` | number 0..1 | 0.15 | least question coverage of the best sentence for an answer; below it the generator refuses |
-//! | `max_sentences` | integer 1..=10 | 3 | most sentences in a generated answer |
-//! | `min_gain` | number 0..1 | 0.12 | least marginal score of a further answer sentence |
+//! | `max_sentences` | integer 1..=10 | 4 | most sentences in a generated answer |
+//! | `min_gain` | number 0..1 | 0.1 | least marginal score of a further answer sentence |
 //! | `expansion_terms` | integer 0..=20 | 4 | terms added by pseudo-relevance feedback in `rewrite_query` |
 //! | `feedback_docs` | integer 0..=20 | 3 | documents fetched from the index for feedback when the call has none |
 //! | `synonyms` | boolean | true | expand everyday programming words to the Rust book's vocabulary when rewriting |
@@ -86,8 +86,8 @@ impl Default for OfflineParams {
             min_overlap: 1,
             answer_min_coverage: 0.3,
             sentence_min_coverage: 0.15,
-            max_sentences: 3,
-            min_gain: 0.12,
+            max_sentences: 4,
+            min_gain: 0.1,
             expansion_terms: 4,
             feedback_docs: 3,
             synonyms: true,
