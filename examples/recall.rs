@@ -2,7 +2,10 @@
 // must beat).
 //
 //   cargo run --release --example recall -- [--dataset FILE.jsonl] [--out INDEX_DIR]
-//       [--corpus rust-docs:book] [--exclude PATTERN]... [--force]
+//       [--corpus rust-docs:book] [--exclude PATTERN]... [--force] [--prefix P]
+//
+// `--prefix` is put before chunk sources to match dataset paths (default: the corpus
+// directory name and `/`, e.g. `book/`; use `--prefix ''` for the HTML root).
 //
 // Recall@k for one item = |labelled source pages ∩ sources of the top-k chunks| /
 // |labelled source pages|, averaged per question kind; `unanswerable` items have no
@@ -25,6 +28,7 @@ struct Args {
     corpus: String,
     exclude: Vec<String>,
     force: bool,
+    prefix: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
         corpus: "rust-docs:book".to_string(),
         exclude: Vec::new(),
         force: false,
+        prefix: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -46,6 +51,7 @@ fn parse_args() -> Result<Args, String> {
             "--out" => args.out = PathBuf::from(value()?),
             "--corpus" => args.corpus = value()?,
             "--exclude" => args.exclude.push(value()?),
+            "--prefix" => args.prefix = Some(value()?),
             "--force" => args.force = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -98,10 +104,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         report.seconds,
         report.index_dir.display()
     );
-    let prefix = corpus
-        .file_name()
-        .map(|n| format!("{}/", n.to_string_lossy()))
-        .unwrap_or_default();
+    let prefix = args.prefix.clone().unwrap_or_else(|| {
+        corpus
+            .file_name()
+            .map(|n| format!("{}/", n.to_string_lossy()))
+            .unwrap_or_default()
+    });
     let text = std::fs::read_to_string(&args.dataset)
         .map_err(|e| format!("reading {}: {e}", args.dataset.display()))?;
     // kind -> (count, sums of recall@k)
