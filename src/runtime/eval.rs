@@ -49,7 +49,7 @@ impl Object for Scope {
 
 impl Scope {
     /// A scope over the state mirror with extra names.
-    pub fn new(fields: &Arc<Mirror>, extra: Vec<(Arc<str>, JValue)>) -> JValue {
+    pub fn make(fields: &Arc<Mirror>, extra: Vec<(Arc<str>, JValue)>) -> JValue {
         JValue::from_object(Scope {
             fields: Arc::clone(fields),
             extra,
@@ -77,8 +77,11 @@ pub fn to_json(v: &JValue) -> Result<Value, String> {
 pub enum Compiled {
     /// A minijinja expression.
     Expr(Expression<'static, 'static>, String),
-    /// A literal JSON value.
+    /// A literal JSON value (also a quoted string literal such as `'text'`).
     Literal(Value, JValue),
+    /// A bare name (`output`, `question`, `item`): looked up directly, without the
+    /// template engine. Same result as the expression, strict undefined included.
+    Name(Arc<str>),
 }
 
 impl std::fmt::Debug for Compiled {
@@ -86,6 +89,7 @@ impl std::fmt::Debug for Compiled {
         match self {
             Compiled::Expr(_, src) => write!(f, "Expr({src:?})"),
             Compiled::Literal(v, _) => write!(f, "Literal({v})"),
+            Compiled::Name(n) => write!(f, "Name({n})"),
         }
     }
 }
@@ -147,15 +151,42 @@ impl Expr {
     }
 }
 
+/// Where bare names are looked up as JSON (the fast path of [`Compiled::Name`]).
+pub trait Names {
+    /// The JSON value of a name, if it is defined.
+    fn json(&self, name: &str) -> Option<Value>;
+}
+
 impl Compiled {
-    /// Evaluates to JSON.
+    /// Evaluates to JSON. `scope` is built only when an expression needs it.
     ///
     /// # Errors
     /// The evaluation or conversion error, as text.
-    pub fn eval_json(&self, scope: &JValue) -> Result<Value, String> {
+    pub fn eval_json(
+        &self,
+        scope: &mut dyn FnMut() -> JValue,
+        names: &dyn Names,
+    ) -> Result<Value, String> {
         match self {
             Compiled::Literal(v, _) => Ok(v.clone()),
-            Compiled::Expr(e, _) => to_json(&e.eval(scope).map_err(|e| describe(&e))?),
+            Compiled::Name(n) => names
+                .json(n)
+                .ok_or_else(|| format!("undefined value: `{n}` is not defined")),
+            Compiled::Expr(e, _) => to_json(&e.eval(scope()).map_err(|e| describe(&e))?),
+        }
+    }
+
+    /// Whether evaluating reads the scope (as opposed to a literal or a bare name).
+    pub fn needs_scope(&self) -> bool {
+        matches!(self, Compiled::Expr(..))
+    }
+
+    /// The expression text, if this is not a literal.
+    pub fn source(&self) -> Option<&str> {
+        match self {
+            Compiled::Expr(_, s) => Some(s),
+            Compiled::Name(n) => Some(n),
+            Compiled::Literal(..) => None,
         }
     }
 
@@ -166,6 +197,13 @@ impl Compiled {
     pub fn eval_jinja(&self, scope: &JValue) -> Result<JValue, String> {
         match self {
             Compiled::Literal(_, j) => Ok(j.clone()),
+            Compiled::Name(n) => {
+                let v = scope.get_attr(n).map_err(|e| describe(&e))?;
+                if v.is_undefined() {
+                    return Err(format!("undefined value: `{n}` is not defined"));
+                }
+                Ok(v)
+            }
             Compiled::Expr(e, src) => {
                 let v = e.eval(scope).map_err(|e| describe(&e))?;
                 if v.is_undefined() {
@@ -274,6 +312,12 @@ impl Engine {
     /// The syntax error of an expression, as text.
     pub fn value(&self, v: &Value) -> Result<Compiled, String> {
         match v {
+            Value::String(s) if is_bare_name(s.trim()) => Ok(Compiled::Name(Arc::from(s.trim()))),
+            Value::String(s) if quoted_literal(s.trim()).is_some() => {
+                let lit = Value::String(quoted_literal(s.trim()).unwrap_or_default().to_string());
+                let j = to_jinja(&lit);
+                Ok(Compiled::Literal(lit, j))
+            }
             Value::String(s) => {
                 let e = self
                     .env
@@ -284,6 +328,39 @@ impl Engine {
             other => Ok(Compiled::Literal(other.clone(), to_jinja(other))),
         }
     }
+}
+
+/// A plain identifier that names a variable (not `true`, `none`, ...).
+fn is_bare_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !matches!(
+            s,
+            "true"
+                | "false"
+                | "none"
+                | "True"
+                | "False"
+                | "None"
+                | "and"
+                | "or"
+                | "not"
+                | "in"
+                | "is"
+                | "if"
+                | "else"
+                | "loop"
+        )
+}
+
+/// The text of a quoted string literal without escapes (`'text'` or `"text"`).
+fn quoted_literal(s: &str) -> Option<&str> {
+    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let inner = s.strip_prefix(q)?.strip_suffix(q)?;
+    (s.len() >= 2 && !inner.contains(q) && !inner.contains('\\')).then_some(inner)
 }
 
 /// Splits `source` at top-level `and`/`or`/`not`/`if`/`else`/`,` and returns the two
@@ -438,7 +515,7 @@ mod tests {
         let mut m = Mirror::new();
         m.insert("question".into(), to_jinja(&json!("q")));
         let fields = Arc::new(m);
-        let scope = Scope::new(
+        let scope = Scope::make(
             &fields,
             vec![(Arc::from("doc"), to_jinja(&json!("{{ x }}")))],
         );
@@ -448,10 +525,30 @@ mod tests {
         assert!(e.test(&scope).is_err());
         let e = engine.expr("missing is defined").unwrap();
         assert!(!e.test(&scope).unwrap());
+        struct NoNames;
+        impl Names for NoNames {
+            fn json(&self, name: &str) -> Option<Value> {
+                (name == "question").then(|| json!("q"))
+            }
+        }
+        let mut sc = || scope.clone();
         let v = engine.value(&json!("question ~ '!'")).unwrap();
-        assert_eq!(v.eval_json(&scope).unwrap(), json!("q!"));
+        assert_eq!(v.eval_json(&mut sc, &NoNames).unwrap(), json!("q!"));
         let v = engine.value(&json!(1)).unwrap();
-        assert_eq!(v.eval_json(&scope).unwrap(), json!(1));
+        assert_eq!(v.eval_json(&mut sc, &NoNames).unwrap(), json!(1));
+        let v = engine.value(&json!("question")).unwrap();
+        assert!(matches!(v, Compiled::Name(_)));
+        assert_eq!(v.eval_json(&mut sc, &NoNames).unwrap(), json!("q"));
+        let v = engine.value(&json!("missing")).unwrap();
+        assert!(v.eval_json(&mut sc, &NoNames).is_err());
+        let v = engine.value(&json!("'Documents retrieved.'")).unwrap();
+        assert!(matches!(v, Compiled::Literal(..)));
+        assert_eq!(
+            v.eval_json(&mut sc, &NoNames).unwrap(),
+            json!("Documents retrieved.")
+        );
+        let v = engine.value(&json!("'a' ~ 'b'")).unwrap();
+        assert!(matches!(v, Compiled::Expr(..)));
     }
 
     #[test]
@@ -459,7 +556,7 @@ mod tests {
         let engine = EngineBuilder::default().build();
         let mut m = Mirror::new();
         m.insert("s".into(), to_jinja(&json!("abc")));
-        let scope = Scope::new(&Arc::new(m), vec![]);
+        let scope = Scope::make(&Arc::new(m), vec![]);
         let e = engine.expr("s >= 3").unwrap();
         assert!(e.test(&scope).is_err(), "{:?}", e.test(&scope));
         let e = engine

@@ -14,7 +14,7 @@
 //! - `max_visits: N` on a node: the node runs at most N times. Its (N+1)-th entry stops
 //!   the run with status `limit`, naming the node, before running it.
 //! - Neither bound counts END.
-use super::eval::{render, to_jinja, to_json, Mirror, Scope};
+use super::eval::{render, to_jinja, to_json, Compiled, Mirror, Names, Scope};
 use super::program::{Body, EdgeProg, LlmProg, NodeProg, Program};
 use super::resources::Resources;
 use super::state::{initial_state, reduce};
@@ -30,9 +30,79 @@ use std::sync::Arc;
 use std::time::Instant;
 
 struct NodeOut {
-    output: Option<JValue>,
-    inputs: Vec<(Arc<str>, JValue)>,
+    /// The node's output as JSON (`None` for `update` nodes).
+    output: Option<Value>,
+    /// The output as a template value, when an `update` expression needs it.
+    output_jinja: Option<JValue>,
+    /// The evaluated `inputs` of an `llm` node (template values and JSON).
+    inputs: Inputs,
+    inputs_json: Map<String, Value>,
     llm: Option<LlmStats>,
+}
+
+impl NodeOut {
+    fn plain(output: Option<Value>, node: &NodeProg) -> NodeOut {
+        let output_jinja = if node.output_in_exprs {
+            output.as_ref().map(to_jinja)
+        } else {
+            None
+        };
+        NodeOut {
+            output,
+            output_jinja,
+            inputs: Vec::new(),
+            inputs_json: Map::new(),
+            llm: None,
+        }
+    }
+}
+
+/// Bare-name lookups of `update` values: `output`, the inputs, then the state.
+struct UpdateNames<'a> {
+    out: &'a NodeOut,
+    state: &'a Value,
+}
+
+impl Names for UpdateNames<'_> {
+    fn json(&self, name: &str) -> Option<Value> {
+        if name == "output" {
+            if let Some(o) = &self.out.output {
+                return Some(o.clone());
+            }
+        }
+        if let Some(v) = self.out.inputs_json.get(name) {
+            return Some(v.clone());
+        }
+        self.state.get(name).cloned()
+    }
+}
+
+/// Bare-name lookups of `inputs`: `item`/`index` of a map call, then the state.
+struct InputNames<'a> {
+    item: Option<(usize, &'a Value)>,
+    state: &'a Value,
+}
+
+impl Names for InputNames<'_> {
+    fn json(&self, name: &str) -> Option<Value> {
+        match (name, self.item) {
+            ("item", Some((_, v))) => Some(v.clone()),
+            ("index", Some((i, _))) => Some(Value::from(i)),
+            _ => self.state.get(name).cloned(),
+        }
+    }
+}
+
+fn name(n: &'static str) -> Arc<str> {
+    thread_local! {
+        static NAMES: [Arc<str>; 3] = [Arc::from("output"), Arc::from("item"), Arc::from("index")];
+    }
+    NAMES.with(|a| match n {
+        "output" => Arc::clone(&a[0]),
+        "item" => Arc::clone(&a[1]),
+        "index" => Arc::clone(&a[2]),
+        other => Arc::from(other),
+    })
 }
 
 fn mirror_of(state: &Map<String, Value>) -> Mirror {
@@ -117,7 +187,7 @@ pub async fn run(
                 });
             }
         };
-        let out = match exec(program, node, res, &mirror).await {
+        let out = match exec(program, node, res, &mirror, &state).await {
             Ok(o) => o,
             Err((e, llm)) => {
                 let msg = format!("node `{}`: {e}", node.name);
@@ -135,13 +205,24 @@ pub async fn run(
         // Every update value sees the state before the step.
         let mut writes = Vec::with_capacity(node.update.len());
         {
-            let mut extra = out.inputs;
-            if let Some(o) = out.output {
-                extra.push((Arc::from("output"), o));
-            }
-            let scope = Scope::new(&mirror, extra);
+            let mut cached: Option<JValue> = None;
+            let mut scope = || {
+                cached
+                    .get_or_insert_with(|| {
+                        let mut extra = out.inputs.clone();
+                        if let Some(o) = &out.output_jinja {
+                            extra.push((name("output"), o.clone()));
+                        }
+                        Scope::make(&mirror, extra)
+                    })
+                    .clone()
+            };
+            let names = UpdateNames {
+                out: &out,
+                state: &state,
+            };
             for (field, reducer, value) in &node.update {
-                match value.eval_json(&scope) {
+                match value.eval_json(&mut scope, &names) {
                     Ok(v) => writes.push((field, *reducer, v)),
                     Err(e) => {
                         let msg = format!("node `{}`: update of `{field}`: {e}", node.name);
@@ -230,7 +311,7 @@ fn choose(node: &NodeProg, mirror: &Arc<Mirror>) -> Result<Choice, String> {
     match &node.edge {
         EdgeProg::Static(t) => Ok((*t, Arm::Named("static"), None)),
         EdgeProg::Branch(arms) => {
-            let scope = Scope::new(mirror, Vec::new());
+            let scope = Scope::make(mirror, Vec::new());
             for (i, (pred, t)) in arms.iter().enumerate() {
                 match pred {
                     None => return Ok((*t, Arm::Named("else"), None)),
@@ -298,25 +379,36 @@ fn finish(
 
 type StepError = (String, Option<LlmStats>);
 
+fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
+    Value::Array(
+        docs.into_iter()
+            .map(|d| {
+                let mut m = Map::with_capacity(3);
+                m.insert("id".into(), Value::String(d.id));
+                m.insert("content".into(), Value::String(d.content));
+                m.insert("metadata".into(), Value::Object(d.metadata));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
 async fn exec(
     program: &Program,
     node: &NodeProg,
     res: &Resources,
     mirror: &Arc<Mirror>,
+    state: &Value,
 ) -> Result<NodeOut, StepError> {
     let plain = |e: String| (e, None);
     match &node.body {
-        Body::Update => Ok(NodeOut {
-            output: None,
-            inputs: Vec::new(),
-            llm: None,
-        }),
+        Body::Update => Ok(NodeOut::plain(None, node)),
         Body::Retrieve {
             retriever,
             query,
             top_k,
         } => {
-            let q = render(query, &Scope::new(mirror, Vec::new()))
+            let q = render(query, &Scope::make(mirror, Vec::new()))
                 .map_err(|e| plain(format!("query template: {e}")))?;
             let r = res
                 .retrievers
@@ -325,11 +417,7 @@ async fn exec(
             let docs = r
                 .search(&q, *top_k)
                 .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
-            Ok(NodeOut {
-                output: Some(JValue::from_serialize(&docs)),
-                inputs: Vec::new(),
-                llm: None,
-            })
+            Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
         Body::Tool { tool, query } => {
             let spec = program
@@ -351,7 +439,7 @@ async fn exec(
                     )))
                 }
             };
-            let q = render(query, &Scope::new(mirror, Vec::new()))
+            let q = render(query, &Scope::make(mirror, Vec::new()))
                 .map_err(|e| plain(format!("query template: {e}")))?;
             let r = res
                 .tools
@@ -360,49 +448,65 @@ async fn exec(
             let docs = r
                 .search(&q, top_k)
                 .map_err(|e| plain(format!("tool `{tool}`: {e}")))?;
-            Ok(NodeOut {
-                output: Some(JValue::from_serialize(&docs)),
-                inputs: Vec::new(),
-                llm: None,
-            })
+            Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
         Body::Llm(call) => {
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let (req, inputs) = request(node, call, mirror, None).map_err(plain)?;
+            let (req, inputs) = request(node, call, mirror, state, None).map_err(plain)?;
             let first = provider.call(&req);
             let mut stats = LlmStats::default();
-            let out = complete(provider, call, req.clone(), first, &mut stats)
+            let out = complete(provider, call, &req, first, &mut stats)
                 .await
                 .map_err(|e| (e, Some(stats)))?;
-            Ok(NodeOut {
-                output: Some(to_jinja(&out)),
-                inputs,
-                llm: Some(stats),
-            })
+            let mut o = NodeOut::plain(Some(out), node);
+            o.inputs = inputs;
+            o.inputs_json = req.inputs;
+            o.llm = Some(stats);
+            Ok(o)
         }
         Body::Map {
             call,
             over,
+            over_name,
             concurrency,
         } => {
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let list = over
-                .eval(&Scope::new(mirror, Vec::new()))
-                .map_err(|e| plain(format!("over `{}`: {e}", over.source)))?;
-            let items: Vec<JValue> = list
-                .try_iter()
-                .map_err(|e| {
-                    plain(format!(
-                        "over `{}` is not a list: {}",
-                        over.source,
-                        super::eval::describe(&e)
-                    ))
-                })?
-                .collect();
+            let not_list =
+                |what: String| plain(format!("over `{}` is not a list: {what}", over.source));
+            // Items as template values and as JSON.
+            let items: Vec<(JValue, Value)> = match over_name
+                .as_deref()
+                .and_then(|n| Some((state.get(n)?, mirror.get(n)?)))
+            {
+                Some((Value::Array(json), jinja)) => {
+                    let j: Vec<JValue> = jinja
+                        .try_iter()
+                        .map_err(|e| not_list(super::eval::describe(&e)))?
+                        .collect();
+                    j.into_iter().zip(json.iter().cloned()).collect()
+                }
+                Some((other, _)) => {
+                    return Err(not_list(format!("it is {}", super::state::kind(other))))
+                }
+                None => {
+                    let list = over
+                        .eval(&Scope::make(mirror, Vec::new()))
+                        .map_err(|e| plain(format!("over `{}`: {e}", over.source)))?;
+                    let mut out = Vec::new();
+                    for v in list
+                        .try_iter()
+                        .map_err(|e| not_list(super::eval::describe(&e)))?
+                    {
+                        let j = to_json(&v).map_err(not_list)?;
+                        out.push((v, j));
+                    }
+                    out
+                }
+            };
             let mut reqs = Vec::with_capacity(items.len());
             for (i, item) in items.into_iter().enumerate() {
                 reqs.push(
-                    request(node, call, mirror, Some((i, item)))
+                    request(node, call, mirror, state, Some((i, item)))
                         .map_err(|e| plain(format!("item {i}: {e}")))?
                         .0,
                 );
@@ -412,13 +516,17 @@ async fn exec(
                 reqs.iter().map(|r| provider.call(r)).collect();
             let tasks = reqs.iter().zip(firsts).map(|(req, first)| async move {
                 let mut stats = LlmStats::default();
-                let r = complete(provider, call, req.clone(), first, &mut stats).await;
+                let r = complete(provider, call, req, first, &mut stats).await;
                 (r, stats)
             });
-            let done: Vec<(Result<Value, String>, LlmStats)> = futures::stream::iter(tasks)
-                .buffered(*concurrency)
-                .collect()
-                .await;
+            let done: Vec<(Result<Value, String>, LlmStats)> = if *concurrency >= reqs.len() {
+                futures::future::join_all(tasks).await
+            } else {
+                futures::stream::iter(tasks)
+                    .buffered(*concurrency)
+                    .collect()
+                    .await
+            };
             let mut total = LlmStats::default();
             let mut outs = Vec::with_capacity(done.len());
             let mut first_err = None;
@@ -438,11 +546,9 @@ async fn exec(
             if let Some(e) = first_err {
                 return Err((e, Some(total)));
             }
-            Ok(NodeOut {
-                output: Some(to_jinja(&Value::Array(outs))),
-                inputs: Vec::new(),
-                llm: Some(total),
-            })
+            let mut o = NodeOut::plain(Some(Value::Array(outs)), node);
+            o.llm = Some(total);
+            Ok(o)
         }
     }
 }
@@ -460,29 +566,37 @@ fn request(
     node: &NodeProg,
     call: &LlmProg,
     mirror: &Arc<Mirror>,
-    item: Option<(usize, JValue)>,
+    state: &Value,
+    item: Option<(usize, (JValue, Value))>,
 ) -> Result<(LlmRequest, Inputs), String> {
     let mut extra: Inputs = Vec::with_capacity(call.inputs.len() + 2);
-    if let Some((i, v)) = &item {
-        extra.push((Arc::from("item"), v.clone()));
-        extra.push((Arc::from("index"), JValue::from(*i)));
+    if let Some((i, (v, _))) = &item {
+        extra.push((name("item"), v.clone()));
+        extra.push((name("index"), JValue::from(*i)));
     }
-    let base = Scope::new(mirror, extra.clone());
+    let base = Scope::make(mirror, extra.clone());
+    let names = InputNames {
+        item: item.as_ref().map(|(i, (_, j))| (*i, j)),
+        state,
+    };
     let mut inputs_json = Map::new();
     let mut inputs: Inputs = Vec::with_capacity(call.inputs.len());
-    for (name, c) in &call.inputs {
+    for (input, c) in &call.inputs {
         let v = c
             .eval_jinja(&base)
-            .map_err(|e| format!("input `{name}`: {e}"))?;
-        inputs_json.insert(
-            name.to_string(),
-            to_json(&v).map_err(|e| format!("input `{name}`: {e}"))?,
-        );
-        inputs.push((Arc::clone(name), v));
+            .map_err(|e| format!("input `{input}`: {e}"))?;
+        let j = match c {
+            Compiled::Name(n) => names
+                .json(n)
+                .ok_or_else(|| format!("input `{input}`: `{n}` is not defined"))?,
+            _ => to_json(&v).map_err(|e| format!("input `{input}`: {e}"))?,
+        };
+        inputs_json.insert(input.to_string(), j);
+        inputs.push((Arc::clone(input), v));
     }
     drop(base);
     extra.extend(inputs.iter().cloned());
-    let scope = Scope::new(mirror, extra);
+    let scope = Scope::make(mirror, extra);
     let mut messages = Vec::with_capacity(2);
     if let Some(t) = &call.system {
         messages.push(Message {
@@ -542,7 +656,7 @@ async fn timed(
 async fn complete(
     provider: &dyn Provider,
     call: &LlmProg,
-    mut req: LlmRequest,
+    first_req: &LlmRequest,
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     stats: &mut LlmStats,
 ) -> Result<Value, String> {
@@ -558,6 +672,7 @@ async fn complete(
     };
     let mut output = resp.output;
     let mut repairs = 0u32;
+    let mut repair: Option<LlmRequest> = None;
     loop {
         // Lenient: a JSON document sent as text is parsed.
         if let Value::String(s) = &output {
@@ -576,6 +691,7 @@ async fn complete(
             ));
         }
         repairs += 1;
+        let req = repair.get_or_insert_with(|| first_req.clone());
         let shown = match &output {
             Value::String(s) => s.clone(),
             v => v.to_string(),
@@ -591,7 +707,7 @@ async fn complete(
             ),
         });
         let resp = {
-            let fut = provider.call(&req);
+            let fut = provider.call(req);
             timed(fut, call, stats).await?
         };
         output = resp.output;

@@ -69,6 +69,8 @@ pub enum Body {
         call: LlmProg,
         /// The list expression.
         over: Expr,
+        /// `over` when it is a bare name (read directly from the state).
+        over_name: Option<String>,
         /// Most calls in flight.
         concurrency: usize,
     },
@@ -100,6 +102,9 @@ pub struct NodeProg {
     pub edge: EdgeProg,
     /// Listed in `output.fallback`.
     pub fallback: bool,
+    /// Some `update` expression reads `output` through the template engine (so the
+    /// output must be converted to a template value).
+    pub output_in_exprs: bool,
 }
 
 /// A spec ready to run.
@@ -277,6 +282,10 @@ impl Program {
                         over: engine
                             .expr(over)
                             .map_err(|e| in_node(format!("over: {e}")))?,
+                        over_name: match engine.value(&Value::String(over.to_string())) {
+                            Ok(Compiled::Name(n)) => Some(n.to_string()),
+                            _ => None,
+                        },
                         concurrency: l.concurrency.unwrap_or(4).max(1) as usize,
                     }
                 }
@@ -319,6 +328,11 @@ impl Program {
                     EdgeProg::Branch(out)
                 }
             };
+            let output_in_exprs = update.iter().any(|(_, _, c)| {
+                c.needs_scope()
+                    && c.source()
+                        .is_some_and(|s| crate::jinja::find_word(s, "output").is_some())
+            });
             nodes.push(NodeProg {
                 name: name.clone(),
                 kind: node.kind(),
@@ -327,6 +341,7 @@ impl Program {
                 update,
                 edge,
                 fallback: spec.output.fallback.iter().any(|f| f == name),
+                output_in_exprs,
             });
         }
         let entry = *index
