@@ -501,3 +501,94 @@ fn huge_question_runs() {
     );
     assert_eq!(r.status, Status::Generated, "{:?}", r.error);
 }
+
+fn tool_spec(kind: &str) -> String {
+    let tool = match kind {
+        "corpus" => "  web: {kind: corpus, corpus: corpus, top_k: 1}\n",
+        _ => "  web: {kind: searxng, base_url: \"http://localhost:8888\"}\n",
+    };
+    mini(
+        "  search:\n    kind: tool\n    tool: web\n    query: \"{{ question }}\"\n    update:\n      log: \"output | map(attribute='id') | list\"\n",
+        "  start: search\n  search: END\n",
+        &format!("tools:\n{tool}"),
+    )
+}
+
+#[test]
+fn corpus_tool_searches_and_web_tools_are_not_in_this_build() {
+    // The corpus tool searches the project's `corpus` directory with BM25 (top_k 1).
+    let p = project(&tool_spec("corpus"), &json!({}));
+    std::env::set_var("RAGLOOP_CACHE_DIR", p.dir.path().join("cache"));
+    let prog = program(&p.spec);
+    let r = run_scripted(
+        &prog,
+        scripted(json!({})),
+        vec![],
+        "cargo check",
+        vec![],
+        &mut NoTrace,
+    );
+    assert_eq!(r.status, Status::Exhausted, "{:?}", r.error);
+    let log = r.state["log"].as_array().unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(
+        log[1].as_str().map(str::len),
+        Some(36),
+        "a chunk id: {log:?}"
+    );
+    let p = project(&tool_spec("searxng"), &json!({}));
+    let r = quick(&program(&p.spec), json!({}), vec![]);
+    assert_eq!(r.status, Status::Failed);
+    let e = r.error.unwrap();
+    assert!(
+        e.contains("node `search`") && e.contains("not implemented in this build"),
+        "{e}"
+    );
+}
+
+#[test]
+fn transient_failures_are_retried() {
+    use ragloop::providers::{LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    struct Flaky(AtomicU32);
+    impl Provider for Flaky {
+        fn name(&self) -> &'static str {
+            "flaky"
+        }
+        fn call<'a>(
+            &'a self,
+            _: &'a LlmRequest,
+        ) -> futures::future::BoxFuture<'a, Result<LlmResponse, ProviderError>> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if n == 0 {
+                    Err(ProviderError::Transient("503".into()))
+                } else {
+                    Ok(LlmResponse {
+                        output: json!("fine"),
+                        usage: Usage::default(),
+                    })
+                }
+            })
+        }
+    }
+    let spec = mini(answer_node(), "  start: say\n  say: END\n", "").replace(
+        "params: {file: fixture.json}",
+        "retries: 1, params: {file: fixture.json}",
+    );
+    let p = project(&spec, &json!({}));
+    let prog = program(&p.spec);
+    let mut opts = ragloop::runtime::ResourceOptions::default();
+    opts.providers.insert(
+        "m".into(),
+        Arc::new(Flaky(AtomicU32::new(0))) as Arc<dyn Provider>,
+    );
+    let res = ragloop::runtime::Resources::prepare(&prog, opts).unwrap();
+    let input = ragloop::runtime::RunInput {
+        question: Some("q".into()),
+        sets: vec![],
+    };
+    let r = rt().block_on(ragloop::runtime::run(&prog, &res, &input, &mut NoTrace));
+    assert_eq!(r.status, Status::Generated, "{:?}", r.error);
+    assert_eq!(r.usage.calls, 2);
+}

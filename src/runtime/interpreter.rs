@@ -625,7 +625,7 @@ async fn timed(
     fut: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     call: &LlmProg,
     stats: &mut LlmStats,
-) -> Result<LlmResponse, String> {
+) -> Result<LlmResponse, ProviderError> {
     let t = Instant::now();
     let r = match call
         .model_spec
@@ -645,7 +645,7 @@ async fn timed(
     };
     stats.calls += 1;
     stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
-    let resp = r.map_err(|e| format!("model `{}`: provider failed: {e}", call.model))?;
+    let resp = r?;
     stats.input_tokens += resp.usage.input_tokens;
     stats.output_tokens += resp.usage.output_tokens;
     stats.cost_usd += resp.usage.cost_usd;
@@ -660,7 +660,19 @@ async fn complete(
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     stats: &mut LlmStats,
 ) -> Result<Value, String> {
-    let resp = timed(first, call, stats).await?;
+    // Transient failures are retried `retries` times (model setting), with a short
+    // growing pause; permanent ones fail at once.
+    let mut resp = timed(first, call, stats).await;
+    let mut attempt = 0u32;
+    while let Err(ProviderError::Transient(_)) = &resp {
+        if attempt >= call.model_spec.retries.unwrap_or(0) {
+            break;
+        }
+        attempt += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(100u64 << attempt.min(6))).await;
+        resp = timed(provider.call(first_req), call, stats).await;
+    }
+    let resp = resp.map_err(|e| provider_error(call, e))?;
     let Some((_, check)) = &call.schema else {
         return match resp.output {
             Value::String(s) => Ok(Value::String(s)),
@@ -708,10 +720,16 @@ async fn complete(
         });
         let resp = {
             let fut = provider.call(req);
-            timed(fut, call, stats).await?
+            timed(fut, call, stats)
+                .await
+                .map_err(|e| provider_error(call, e))?
         };
         output = resp.output;
     }
+}
+
+fn provider_error(call: &LlmProg, e: ProviderError) -> String {
+    format!("model `{}`: provider failed: {e}", call.model)
 }
 
 fn truncate(s: &str, n: usize) -> String {
