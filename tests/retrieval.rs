@@ -307,8 +307,14 @@ fn half_written_or_foreign_index_is_rebuilt() {
     assert_eq!(index.num_chunks(), chunks);
     assert!(build(c.path(), &dest, false).1.reused);
     // A leftover temporary directory from a killed build is harmless.
-    fs::create_dir_all(out.path().join(".idx.tmp-1-2")).expect("mkdir");
+    let stale = out.path().join(".idx.tmp-4294967295-2");
+    fs::create_dir_all(&stale).expect("mkdir");
     assert!(build(c.path(), &dest, false).1.reused);
+    // ... and removed by the next build when its process is gone (Linux /proc).
+    assert!(!build(c.path(), &dest, true).1.reused);
+    if Path::new("/proc/self").exists() {
+        assert!(!stale.exists(), "stale temporary directory removed");
+    }
 }
 
 #[test]

@@ -192,6 +192,35 @@ fn replaceable(dir: &Path) -> bool {
     }
 }
 
+/// Removes `.{name}.tmp-<pid>-…` / `.{name}.old-<pid>-…` siblings left by killed
+/// builds, when `/proc` shows that process is gone (elsewhere they are left alone).
+fn remove_stale_siblings(parent: &Path, name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        let rest = n
+            .strip_prefix(&format!(".{name}.tmp-"))
+            .or_else(|| n.strip_prefix(&format!(".{name}.old-")));
+        let Some(pid) = rest
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn unique_suffix() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -451,6 +480,7 @@ fn build(
         return Err(RetrievalError::NotAnIndex(dest.to_path_buf()));
     }
     std::fs::create_dir_all(&parent).map_err(|e| RetrievalError::io("creating", &parent, e))?;
+    remove_stale_siblings(&parent, &name);
     let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
     std::fs::create_dir(&tmp).map_err(|e| RetrievalError::io("creating", &tmp, e))?;
     let result = write_index(
