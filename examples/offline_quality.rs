@@ -205,6 +205,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 json!({"question": question, "documents": as_json(&kept)}),
             )?;
             let rewritten = index.search(q.as_str().unwrap_or_default(), TOP_K)?;
+            if verbose && ((recall(&rewritten) - recall(&docs)).abs() > 1e-9 || recall(&docs) < 1.0)
+            {
+                println!(
+                    "\n  REWRITE {} {:.2} -> {:.2}: {}",
+                    item["id"].as_str().unwrap_or("?"),
+                    recall(&docs),
+                    recall(&rewritten),
+                    q
+                );
+            }
             rewrite_alone += recall(&rewritten);
             let mut both = docs.clone();
             both.extend(rewritten);
@@ -267,6 +277,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|t| format!("{t}:{}", index.doc_freq(t)))
                 .collect();
             println!("  terms: {}", dfs.join(" "));
+            if let Some(d) = docs.first() {
+                println!(
+                    "  first: title {} headings {}",
+                    d.metadata["title"], d.metadata["heading_path"]
+                );
+            }
             for d in &docs {
                 let g = run(
                     "grade_documents",

@@ -161,6 +161,7 @@ fn expansion(
     let idf = Idf::new(index, feedback);
     let mut score: BTreeMap<String, f64> = BTreeMap::new();
     let mut surfaces: HashMap<String, BTreeMap<String, usize>> = HashMap::new();
+    let mut doc_count: HashMap<String, usize> = HashMap::new();
     for d in feedback {
         let len = (d.len + d.heading_terms.len()).max(1) as f64;
         for (t, tf) in &d.all_terms {
@@ -177,6 +178,7 @@ fn expansion(
                 0.0
             };
             *score.entry(t.clone()).or_default() += (*tf as f64 + boost) / len;
+            *doc_count.entry(t.clone()).or_default() += 1;
         }
         for text in [&d.content, &d.heading_text] {
             for tok in an.tokens(text) {
@@ -195,7 +197,7 @@ fn expansion(
     let mut ranked: Vec<(String, f64)> = score
         .into_iter()
         .map(|(t, s)| {
-            let w = s * idf.idf(&t);
+            let w = s * idf.idf(&t) * doc_count.get(&t).copied().unwrap_or(1) as f64;
             (t, w)
         })
         .collect();

@@ -233,13 +233,18 @@ pub(crate) fn doc_view(an: &Analyzer, v: &Value, ordinal: usize) -> Result<DocVi
         .unwrap_or_else(|| format!("doc {}", ordinal + 1));
     let mut heading_text = String::new();
     if let Some(m) = meta {
-        if let Some(Value::String(t)) = m.get("title") {
-            heading_text.push_str(t);
-            heading_text.push('\n');
-        }
+        // The heading path starts with the page's own heading; the title is used only
+        // without one (HTML titles often carry a site-wide suffix such as
+        // "- The Rust Programming Language" that would match every page).
         if let Some(Value::Array(hs)) = m.get("heading_path") {
             for h in hs.iter().filter_map(Value::as_str) {
                 heading_text.push_str(h);
+                heading_text.push('\n');
+            }
+        }
+        if heading_text.is_empty() {
+            if let Some(Value::String(t)) = m.get("title") {
+                heading_text.push_str(t);
                 heading_text.push('\n');
             }
         }
