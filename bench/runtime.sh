@@ -18,6 +18,7 @@ est() {
 happy=$(est arsc_happy_path_3_steps)
 exh=$(est arsc_canonical_exhausted_11_steps)
 fan=$(est fanout/fanout_4x50ms)
+loop=$(est update_loop_100_steps)
 
 lg=$("$PY" bench/langgraph_overhead.py --json 2>/dev/null || echo '')
 lg_field() { [ -n "$lg" ] && "$PY" -c "import json,sys; d=json.loads(sys.argv[1]); print('%.1f' % d[sys.argv[2]][sys.argv[3]])" "$lg" "$1" "$2" || echo "n/a"; }
@@ -25,4 +26,5 @@ lg_field() { [ -n "$lg" ] && "$PY" -c "import json,sys; d=json.loads(sys.argv[1]
 printf '%-26s %14s %12s %16s %14s\n' "path" "ragloop us/run" "us/step" "langgraph us/run" "us/step"
 printf '%-26s %14s %12s %16s %14s\n' "happy (3 steps)" "$happy" "$(awk -v t="$happy" 'BEGIN{printf "%.2f", t/3}')" "$(lg_field happy_path_3_steps us_per_invoke)" "$(lg_field happy_path_3_steps us_per_step)"
 printf '%-26s %14s %12s %16s %14s\n' "exhausted (11 steps)" "$exh" "$(awk -v t="$exh" 'BEGIN{printf "%.2f", t/11}')" "$(lg_field exhausted_11_steps us_per_invoke)" "$(lg_field exhausted_11_steps us_per_step)"
+echo "update-only loop (100 steps): $(awk -v t="$loop" 'BEGIN{printf "%.2f", t/100}') us/step (interpreter alone: no prompts, providers or retrieval)"
 echo "fan-out 4 x 50 ms (concurrency 4): $(awk -v t="$fan" 'BEGIN{printf "%.1f", t/1000}') ms wall"

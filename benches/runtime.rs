@@ -104,6 +104,56 @@ fn bench_paths(c: &mut Criterion) {
     });
 }
 
+/// A loop of `update` nodes only (a literal added to a counter, one predicate per step):
+/// the interpreter's own cost per step, without prompts, providers or retrieval.
+const LOOP: &str = r#"version: 1
+name: loop
+state:
+  schema:
+    type: object
+    properties:
+      question: {type: string}
+      n: {type: integer, minimum: 0}
+    required: [question]
+  initial: {n: 0}
+entry: tick
+limits: {max_steps: 1000}
+nodes:
+  tick:
+    kind: update
+    max_visits: 100
+    update:
+      n: 1
+edges:
+  tick:
+    - when: n >= 100
+      to: END
+    - else: tick
+"#;
+
+fn bench_update_loop(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("loop.yaml");
+    std::fs::write(&path, LOOP).expect("write spec");
+    let program = load_program(&path, None, &[]).unwrap_or_else(|e| panic!("loop spec: {e}"));
+    let res = Resources::prepare(&program, ResourceOptions::default()).expect("resources");
+    let input = RunInput {
+        question: Some("q".into()),
+        sets: vec![],
+    };
+    c.bench_function("update_loop_100_steps", |b| {
+        b.iter(|| {
+            let r = rt.block_on(run(&program, &res, &input, &mut NoTrace));
+            assert_eq!(r.steps, 100);
+            r
+        })
+    });
+}
+
 fn bench_fanout(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -132,5 +182,5 @@ fn bench_fanout(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_paths, bench_fanout);
+criterion_group!(benches, bench_paths, bench_update_loop, bench_fanout);
 criterion_main!(benches);

@@ -100,11 +100,7 @@ pub struct Expr {
     /// Operands of the ordering comparisons (`<`, `<=`, `>`, `>=`) found in the
     /// source, compiled on their own: minijinja orders a string and a number without
     /// complaint, the runtime makes that an error.
-    comparisons: Vec<(
-        Expression<'static, 'static>,
-        Expression<'static, 'static>,
-        String,
-    )>,
+    comparisons: Vec<(Compiled, Compiled, String)>,
     /// The source text.
     pub source: String,
 }
@@ -135,7 +131,7 @@ impl Expr {
         }
         for (l, r, text) in &self.comparisons {
             // Operands that do not evaluate on their own (short-circuit guards) are skipped.
-            if let (Ok(a), Ok(b)) = (l.eval(scope), r.eval(scope)) {
+            if let (Ok(a), Ok(b)) = (l.eval_jinja(scope), r.eval_jinja(scope)) {
                 let num = |v: &JValue| v.is_number();
                 let text_like = |v: &JValue| v.as_str().is_some();
                 if (num(&a) && text_like(&b)) || (text_like(&a) && num(&b)) {
@@ -293,9 +289,14 @@ impl Engine {
             .into_iter()
             .filter_map(|(l, r)| {
                 let text = format!("`{l}` and `{r}`");
-                let l = self.env.compile_expression_owned(l).ok()?;
-                let r = self.env.compile_expression_owned(r).ok()?;
-                Some((l, r, text))
+                let operand = |src: String| match serde_json::from_str::<serde_json::Number>(&src) {
+                    Ok(n) => Some(Compiled::Literal(
+                        Value::Number(n.clone()),
+                        to_jinja(&Value::Number(n)),
+                    )),
+                    Err(_) => self.value(&Value::String(src)).ok(),
+                };
+                Some((operand(l)?, operand(r)?, text))
             })
             .collect();
         Ok(Expr {

@@ -601,12 +601,17 @@ fn request(
     if let Some(t) = &call.system {
         messages.push(Message {
             role: "system".into(),
-            content: render(t, &scope).map_err(|e| format!("system prompt: {e}"))?,
+            content: t
+                .render(&scope)
+                .map_err(|e| format!("system prompt: {e}"))?,
         });
     }
     messages.push(Message {
         role: "user".into(),
-        content: render(&call.user, &scope).map_err(|e| format!("user prompt: {e}"))?,
+        content: call
+            .user
+            .render(&scope)
+            .map_err(|e| format!("user prompt: {e}"))?,
     });
     let req = LlmRequest {
         node: node.name.clone(),

@@ -34,9 +34,9 @@ pub struct LlmProg {
     /// Named inputs.
     pub inputs: Vec<(Arc<str>, Compiled)>,
     /// System template.
-    pub system: Option<Template<'static, 'static>>,
+    pub system: Option<PromptPart>,
     /// User template.
-    pub user: Template<'static, 'static>,
+    pub user: PromptPart,
     /// Structured output schema and its validator.
     pub schema: Option<(Value, SchemaCheck)>,
     /// Repair turns allowed.
@@ -46,6 +46,37 @@ pub struct LlmProg {
 impl std::fmt::Debug for LlmProg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "LlmProg({})", self.model)
+    }
+}
+
+/// A prompt template, pre-rendered when it reads no variable.
+#[derive(Debug)]
+pub enum PromptPart {
+    /// The template reads no variable: its text, rendered once.
+    Static(String),
+    /// Rendered at every call.
+    Template(Template<'static, 'static>),
+}
+
+impl PromptPart {
+    fn new(t: Template<'static, 'static>) -> PromptPart {
+        if t.undeclared_variables(false).is_empty() {
+            if let Ok(text) = t.render(()) {
+                return PromptPart::Static(text);
+            }
+        }
+        PromptPart::Template(t)
+    }
+
+    /// The prompt text for a scope.
+    ///
+    /// # Errors
+    /// The render error, as text.
+    pub fn render(&self, scope: &minijinja::value::Value) -> Result<String, String> {
+        match self {
+            PromptPart::Static(s) => Ok(s.clone()),
+            PromptPart::Template(t) => super::eval::render(t, scope),
+        }
     }
 }
 
@@ -248,11 +279,11 @@ impl Program {
                     task: l.task.clone(),
                     inputs,
                     system: if l.prompt.system.is_some() {
-                        Some(tpl(name, "system")?)
+                        Some(PromptPart::new(tpl(name, "system")?))
                     } else {
                         None
                     },
-                    user: tpl(name, "user")?,
+                    user: PromptPart::new(tpl(name, "user")?),
                     schema,
                     repairs: l.repair_attempts,
                 })
