@@ -582,3 +582,26 @@ fn with_an_index_idf_and_feedback_come_from_the_corpus() {
         json!({"route": "retrieve"})
     );
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn arbitrary_text_never_panics(q in "\\PC{0,200}", c in "(\\PC|\n|\\[|\\]|\\.| ){0,400}", a in "\\PC{0,200}") {
+            let p = provider();
+            let d = json!({"id": "d", "content": c, "metadata": {"source": "s", "heading_path": [q.clone()]}});
+            let docs = json!([d.clone(), {"id": "e", "content": a.clone()}]);
+            let g = run(&p, "grade_documents", json!({"question": q, "document": d})).unwrap();
+            prop_assert!(g["confidence"].as_f64().is_some_and(|x| (0.0..=1.0).contains(&x)));
+            let ans = run(&p, "generate_answer", json!({"question": q, "documents": docs})).unwrap();
+            let _ = run(&p, "grade_answer", json!({"question": q, "documents": docs, "answer": ans})).unwrap();
+            let _ = run(&p, "grade_answer", json!({"question": q, "documents": docs, "answer": a})).unwrap();
+            let r = run(&p, "rewrite_query", json!({"question": q, "documents": docs})).unwrap();
+            prop_assert_ne!(r.as_str().unwrap().trim().to_lowercase(), q.trim().to_lowercase());
+            let _ = run(&p, "route_question", json!({"question": q})).unwrap();
+        }
+    }
+}

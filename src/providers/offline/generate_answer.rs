@@ -30,7 +30,7 @@ const MIN_SENTENCE_WORDS: usize = 4;
 /// Most sentences considered per document.
 const MAX_SENTENCES_PER_DOC: usize = 400;
 /// Most bytes of the lines appended after a chosen sentence that ends with `:`.
-pub const MAX_CONTINUATION_BYTES: usize = 240;
+pub(crate) const MAX_CONTINUATION_BYTES: usize = 240;
 
 struct Candidate {
     doc: usize,

@@ -48,6 +48,8 @@ use futures::future::BoxFuture;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
+pub use rewrite_query::SYNONYMS;
+
 use super::{estimate_tokens, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::retrieval::Index;
 use text::{doc_view, type_name, Analyzer, DocView};
