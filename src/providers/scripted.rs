@@ -45,7 +45,7 @@ impl Answer {
                     .get("delay_ms")
                     .and_then(Value::as_f64)
                     .filter(|d| *d > 0.0)
-                    .map(|d| Duration::from_secs_f64(d / 1000.0));
+                    .and_then(|d| Duration::try_from_secs_f64(d / 1000.0).ok());
                 let error = m
                     .get("error")
                     .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string));
