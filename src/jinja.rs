@@ -121,6 +121,39 @@ fn cite(doc: JValue) -> JValue {
         .unwrap_or_else(|| JValue::from(""))
 }
 
+/// Rejects expression text that holds template delimiters (`{{`, `}}`, `{%`, `%}`,
+/// `{#`, `#}`) outside string literals. An expression is the inside of a tag already;
+/// minijinja 2.24's lexer panics on a stray `}}` in an expression (found by
+/// fuzzing), so every expression goes through this check before it is compiled.
+///
+/// # Errors
+/// A message naming the delimiter and its byte offset.
+pub fn check_expression_text(src: &str) -> Result<(), String> {
+    let bytes = src.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = quote {
+            if b == b'\\' {
+                i += 2;
+                continue;
+            }
+            if b == q {
+                quote = None;
+            }
+        } else if b == b'"' || b == b'\'' {
+            quote = Some(b);
+        } else if let Some(pair) = src.get(i..i + 2) {
+            if matches!(pair, "{{" | "}}" | "{%" | "%}" | "{#" | "#}") {
+                return Err(format!("`{pair}` cannot appear in an expression (offset {i}); write the expression without template delimiters"));
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Finds where identifier `name` is first read inside a template's tags
 /// (`{{ ... }}` or `{% ... %}`). Returns a byte range into `source`.
 pub fn locate_identifier(source: &str, name: &str) -> Option<std::ops::Range<usize>> {
@@ -216,6 +249,16 @@ mod tests {
                 .unwrap(),
             JValue::from(1)
         );
+    }
+
+    #[test]
+    fn delimiters_in_expressions_are_rejected() {
+        assert!(check_expression_text("grades }}| count_graded > 0").is_err());
+        assert!(check_expression_text("{{ x }}").is_err());
+        assert!(check_expression_text("a %} b").is_err());
+        assert!(check_expression_text("x == '}}'").is_ok());
+        assert!(check_expression_text("x == \"{%\" and y").is_ok());
+        assert!(check_expression_text("d['k'] > 1").is_ok());
     }
 
     #[test]

@@ -219,6 +219,10 @@ fn check_expression(
         return None;
     };
     let span = ls.span(at);
+    if let Err(msg) = jinja::check_expression_text(text) {
+        diags.push(Diagnostic::new(syntax, format!("`{}`: {msg}", at.join("."))).at(span));
+        return None;
+    }
     match env.compile_expression(text) {
         Err(e) => {
             diags.push(
