@@ -144,7 +144,16 @@ pub(crate) fn generate(
     while chosen.len() < params.max_sentences {
         let mut pick: Option<(usize, f64, f64)> = None;
         for (ci, c) in cands.iter().enumerate() {
-            if chosen.contains(&ci) || c.covers.is_empty() {
+            let follows = chosen
+                .iter()
+                .any(|&k| cands[k].doc == c.doc && cands[k].ordinal + 1 == c.ordinal);
+            let quoted = chosen.iter().any(|&k| {
+                cands[k]
+                    .continuation
+                    .as_deref()
+                    .is_some_and(|more| more.contains(c.text.as_str()))
+            });
+            if chosen.contains(&ci) || quoted || (c.covers.is_empty() && !follows) {
                 continue;
             }
             // Skip near-duplicates of a chosen sentence (Jaccard of terms ≥ 0.6).
@@ -174,9 +183,6 @@ pub(crate) fn generate(
                     .map(|&i| w[i])
                     .sum::<f64>()
                     / total;
-                let follows = chosen
-                    .iter()
-                    .any(|&k| cands[k].doc == c.doc && cands[k].ordinal + 1 == c.ordinal);
                 c.factor * (new + old / 3.0) + if follows { 0.15 } else { 0.0 }
             };
             let gain = marginal + doc_rel[c.doc] / 4.0;
