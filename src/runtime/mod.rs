@@ -4,7 +4,7 @@
 //! - [`state`]: initial state, reducers, state schema checks;
 //! - [`eval`]: templates and expressions on the shared minijinja environment;
 //! - [`resources`]: retrievers ([`Retriever`], BM25 by default), tools, providers;
-//! - [`interpreter`]: [`run`], one run of a program;
+//! - [`interpreter`]: [`run`], one run of a program (node execution in `nodes.rs`);
 //! - [`trace`]: step records, JSON-lines traces, verbose output;
 //! - [`status`]: terminal statuses and exit codes.
 //!
@@ -20,6 +20,7 @@
 //! ```
 pub mod eval;
 pub mod interpreter;
+mod nodes;
 pub mod program;
 pub mod resources;
 pub mod state;

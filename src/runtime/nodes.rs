@@ -1,0 +1,457 @@
+//! Running one node: retrieval, tool search, LLM calls (with fan-out, retries and
+//! schema repair turns), and the names `update` values can read.
+use super::eval::{render, to_jinja, to_json, Compiled, Mirror, Names, Scope};
+use super::program::{Body, LlmProg, NodeProg, Program};
+use super::resources::Resources;
+use super::trace::LlmStats;
+use crate::providers::{LlmRequest, LlmResponse, Message, Provider, ProviderError};
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use minijinja::value::Value as JValue;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(super) struct NodeOut {
+    /// The node's output as JSON (`None` for `update` nodes).
+    pub(super) output: Option<Value>,
+    /// The output as a template value, when an `update` expression needs it.
+    pub(super) output_jinja: Option<JValue>,
+    /// The evaluated `inputs` of an `llm` node (template values and JSON).
+    pub(super) inputs: Inputs,
+    pub(super) inputs_json: Map<String, Value>,
+    pub(super) llm: Option<LlmStats>,
+}
+
+impl NodeOut {
+    pub(super) fn plain(output: Option<Value>, node: &NodeProg) -> NodeOut {
+        let output_jinja = if node.output_in_exprs {
+            output.as_ref().map(to_jinja)
+        } else {
+            None
+        };
+        NodeOut {
+            output,
+            output_jinja,
+            inputs: Vec::new(),
+            inputs_json: Map::new(),
+            llm: None,
+        }
+    }
+}
+
+/// Bare-name lookups of `update` values: `output`, the inputs, then the state.
+pub(super) struct UpdateNames<'a> {
+    pub(super) out: &'a NodeOut,
+    pub(super) state: &'a Value,
+}
+
+impl Names for UpdateNames<'_> {
+    fn json(&self, name: &str) -> Option<Value> {
+        if name == "output" {
+            if let Some(o) = &self.out.output {
+                return Some(o.clone());
+            }
+        }
+        if let Some(v) = self.out.inputs_json.get(name) {
+            return Some(v.clone());
+        }
+        self.state.get(name).cloned()
+    }
+}
+
+/// Bare-name lookups of `inputs`: `item`/`index` of a map call, then the state.
+pub(super) struct InputNames<'a> {
+    item: Option<(usize, &'a Value)>,
+    state: &'a Value,
+}
+
+impl Names for InputNames<'_> {
+    fn json(&self, name: &str) -> Option<Value> {
+        match (name, self.item) {
+            ("item", Some((_, v))) => Some(v.clone()),
+            ("index", Some((i, _))) => Some(Value::from(i)),
+            _ => self.state.get(name).cloned(),
+        }
+    }
+}
+
+pub(super) fn name(n: &'static str) -> Arc<str> {
+    thread_local! {
+        static NAMES: [Arc<str>; 3] = [Arc::from("output"), Arc::from("item"), Arc::from("index")];
+    }
+    NAMES.with(|a| match n {
+        "output" => Arc::clone(&a[0]),
+        "item" => Arc::clone(&a[1]),
+        "index" => Arc::clone(&a[2]),
+        other => Arc::from(other),
+    })
+}
+
+pub(super) type StepError = (String, Option<LlmStats>);
+
+fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
+    Value::Array(
+        docs.into_iter()
+            .map(|d| {
+                let mut m = Map::with_capacity(3);
+                m.insert("id".into(), Value::String(d.id));
+                m.insert("content".into(), Value::String(d.content));
+                m.insert("metadata".into(), Value::Object(d.metadata));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+pub(super) async fn exec(
+    program: &Program,
+    node: &NodeProg,
+    res: &Resources,
+    mirror: &Arc<Mirror>,
+    state: &Value,
+) -> Result<NodeOut, StepError> {
+    let plain = |e: String| (e, None);
+    match &node.body {
+        Body::Update => Ok(NodeOut::plain(None, node)),
+        Body::Retrieve {
+            retriever,
+            query,
+            top_k,
+        } => {
+            let q = render(query, &Scope::make(mirror, Vec::new()))
+                .map_err(|e| plain(format!("query template: {e}")))?;
+            let r = res
+                .retrievers
+                .get(retriever)
+                .ok_or_else(|| plain(format!("retriever `{retriever}` is not open")))?;
+            let docs = r
+                .search(&q, *top_k)
+                .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
+            Ok(NodeOut::plain(Some(documents_json(docs)), node))
+        }
+        Body::Tool { tool, query } => {
+            let spec = program
+                .loaded
+                .spec
+                .tools
+                .get(tool)
+                .ok_or_else(|| plain(format!("unknown tool `{tool}`")))?;
+            let top_k = match spec {
+                crate::spec::types::ToolSpec::Corpus { top_k, .. } => *top_k as usize,
+                crate::spec::types::ToolSpec::Searxng { .. } => {
+                    return Err(plain(format!(
+                        "tool `{tool}`: kind `searxng` is not implemented in this build"
+                    )))
+                }
+                crate::spec::types::ToolSpec::Tavily { .. } => {
+                    return Err(plain(format!(
+                        "tool `{tool}`: kind `tavily` is not implemented in this build"
+                    )))
+                }
+            };
+            let q = render(query, &Scope::make(mirror, Vec::new()))
+                .map_err(|e| plain(format!("query template: {e}")))?;
+            let r = res
+                .tools
+                .get(tool)
+                .ok_or_else(|| plain(format!("tool `{tool}` is not open")))?;
+            let docs = r
+                .search(&q, top_k)
+                .map_err(|e| plain(format!("tool `{tool}`: {e}")))?;
+            Ok(NodeOut::plain(Some(documents_json(docs)), node))
+        }
+        Body::Llm(call) => {
+            let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
+            let (req, inputs) = request(node, call, mirror, state, None).map_err(plain)?;
+            let first = provider.call(&req);
+            let mut stats = LlmStats::default();
+            let out = complete(provider, call, &req, first, &mut stats)
+                .await
+                .map_err(|e| (e, Some(stats)))?;
+            let mut o = NodeOut::plain(Some(out), node);
+            o.inputs = inputs;
+            o.inputs_json = req.inputs;
+            o.llm = Some(stats);
+            Ok(o)
+        }
+        Body::Map {
+            call,
+            over,
+            over_name,
+            concurrency,
+        } => {
+            let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
+            let not_list =
+                |what: String| plain(format!("over `{}` is not a list: {what}", over.source));
+            // Items as template values and as JSON.
+            let items: Vec<(JValue, Value)> = match over_name
+                .as_deref()
+                .and_then(|n| Some((state.get(n)?, mirror.get(n)?)))
+            {
+                Some((Value::Array(json), jinja)) => {
+                    let j: Vec<JValue> = jinja
+                        .try_iter()
+                        .map_err(|e| not_list(super::eval::describe(&e)))?
+                        .collect();
+                    j.into_iter().zip(json.iter().cloned()).collect()
+                }
+                Some((other, _)) => {
+                    return Err(not_list(format!("it is {}", super::state::kind(other))))
+                }
+                None => {
+                    let list = over
+                        .eval(&Scope::make(mirror, Vec::new()))
+                        .map_err(|e| plain(format!("over `{}`: {e}", over.source)))?;
+                    let mut out = Vec::new();
+                    for v in list
+                        .try_iter()
+                        .map_err(|e| not_list(super::eval::describe(&e)))?
+                    {
+                        let j = to_json(&v).map_err(not_list)?;
+                        out.push((v, j));
+                    }
+                    out
+                }
+            };
+            let mut reqs = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                reqs.push(
+                    request(node, call, mirror, state, Some((i, item)))
+                        .map_err(|e| plain(format!("item {i}: {e}")))?
+                        .0,
+                );
+            }
+            // First calls are created in item order before any runs (see scripted).
+            let firsts: Vec<BoxFuture<'_, Result<LlmResponse, ProviderError>>> =
+                reqs.iter().map(|r| provider.call(r)).collect();
+            let tasks = reqs.iter().zip(firsts).map(|(req, first)| async move {
+                let mut stats = LlmStats::default();
+                let r = complete(provider, call, req, first, &mut stats).await;
+                (r, stats)
+            });
+            let done: Vec<(Result<Value, String>, LlmStats)> = if *concurrency >= reqs.len() {
+                futures::future::join_all(tasks).await
+            } else {
+                futures::stream::iter(tasks)
+                    .buffered(*concurrency)
+                    .collect()
+                    .await
+            };
+            let mut total = LlmStats::default();
+            let mut outs = Vec::with_capacity(done.len());
+            let mut first_err = None;
+            for (i, (r, s)) in done.into_iter().enumerate() {
+                total.calls += s.calls;
+                total.input_tokens += s.input_tokens;
+                total.output_tokens += s.output_tokens;
+                total.cost_usd += s.cost_usd;
+                total.latency_ms += s.latency_ms;
+                match r {
+                    Ok(v) => outs.push(v),
+                    Err(e) => {
+                        first_err.get_or_insert(format!("item {i}: {e}"));
+                    }
+                }
+            }
+            if let Some(e) = first_err {
+                return Err((e, Some(total)));
+            }
+            let mut o = NodeOut::plain(Some(Value::Array(outs)), node);
+            o.llm = Some(total);
+            Ok(o)
+        }
+    }
+}
+
+fn provider<'r>(res: &'r Resources, call: &LlmProg) -> Result<&'r Arc<dyn Provider>, String> {
+    res.providers
+        .get(&call.model)
+        .ok_or_else(|| format!("model `{}` has no provider", call.model))
+}
+
+pub(super) type Inputs = Vec<(Arc<str>, JValue)>;
+
+/// Evaluates the inputs and renders the prompts of one call.
+pub(super) fn request(
+    node: &NodeProg,
+    call: &LlmProg,
+    mirror: &Arc<Mirror>,
+    state: &Value,
+    item: Option<(usize, (JValue, Value))>,
+) -> Result<(LlmRequest, Inputs), String> {
+    let mut extra: Inputs = Vec::with_capacity(call.inputs.len() + 2);
+    if let Some((i, (v, _))) = &item {
+        extra.push((name("item"), v.clone()));
+        extra.push((name("index"), JValue::from(*i)));
+    }
+    let base = Scope::make(mirror, extra.clone());
+    let names = InputNames {
+        item: item.as_ref().map(|(i, (_, j))| (*i, j)),
+        state,
+    };
+    let mut inputs_json = Map::new();
+    let mut inputs: Inputs = Vec::with_capacity(call.inputs.len());
+    for (input, c) in &call.inputs {
+        let v = c
+            .eval_jinja(&base)
+            .map_err(|e| format!("input `{input}`: {e}"))?;
+        let j = match c {
+            Compiled::Name(n) => names
+                .json(n)
+                .ok_or_else(|| format!("input `{input}`: `{n}` is not defined"))?,
+            _ => to_json(&v).map_err(|e| format!("input `{input}`: {e}"))?,
+        };
+        inputs_json.insert(input.to_string(), j);
+        inputs.push((Arc::clone(input), v));
+    }
+    drop(base);
+    extra.extend(inputs.iter().cloned());
+    let scope = Scope::make(mirror, extra);
+    let mut messages = Vec::with_capacity(2);
+    if let Some(t) = &call.system {
+        messages.push(Message {
+            role: "system".into(),
+            content: t
+                .render(&scope)
+                .map_err(|e| format!("system prompt: {e}"))?,
+        });
+    }
+    messages.push(Message {
+        role: "user".into(),
+        content: call
+            .user
+            .render(&scope)
+            .map_err(|e| format!("user prompt: {e}"))?,
+    });
+    let req = LlmRequest {
+        node: node.name.clone(),
+        item: item.map(|(i, _)| i),
+        model_name: call.model.clone(),
+        model: call.model_spec.clone(),
+        task: call.task.clone(),
+        inputs: inputs_json,
+        messages,
+        schema: call.schema.as_ref().map(|(s, _)| s.clone()),
+    };
+    Ok((req, inputs))
+}
+
+async fn timed(
+    fut: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
+    call: &LlmProg,
+    stats: &mut LlmStats,
+) -> Result<LlmResponse, ProviderError> {
+    let t = Instant::now();
+    let r = match call
+        .model_spec
+        .timeout_secs
+        .filter(|s| s.is_finite() && *s > 0.0)
+    {
+        Some(secs) => {
+            match tokio::time::timeout(std::time::Duration::from_secs_f64(secs.min(1e9)), fut).await
+            {
+                Ok(r) => r,
+                Err(_) => Err(ProviderError::Transient(format!(
+                    "timed out after {secs} s"
+                ))),
+            }
+        }
+        None => fut.await,
+    };
+    stats.calls += 1;
+    stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
+    let resp = r?;
+    stats.input_tokens += resp.usage.input_tokens;
+    stats.output_tokens += resp.usage.output_tokens;
+    stats.cost_usd += resp.usage.cost_usd;
+    Ok(resp)
+}
+
+/// Awaits the first call and runs the repair turns of structured output.
+async fn complete(
+    provider: &dyn Provider,
+    call: &LlmProg,
+    first_req: &LlmRequest,
+    first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
+    stats: &mut LlmStats,
+) -> Result<Value, String> {
+    // Transient failures are retried `retries` times (model setting), with a short
+    // growing pause; permanent ones fail at once.
+    let mut resp = timed(first, call, stats).await;
+    let mut attempt = 0u32;
+    while let Err(ProviderError::Transient(_)) = &resp {
+        if attempt >= call.model_spec.retries.unwrap_or(0) {
+            break;
+        }
+        attempt += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(100u64 << attempt.min(6))).await;
+        resp = timed(provider.call(first_req), call, stats).await;
+    }
+    let resp = resp.map_err(|e| provider_error(call, e))?;
+    let Some((_, check)) = &call.schema else {
+        return match resp.output {
+            Value::String(s) => Ok(Value::String(s)),
+            other => Err(format!(
+                "expected text output, the model returned {}",
+                super::state::kind(&other)
+            )),
+        };
+    };
+    let mut output = resp.output;
+    let mut repairs = 0u32;
+    let mut repair: Option<LlmRequest> = None;
+    loop {
+        // Lenient: a JSON document sent as text is parsed.
+        if let Value::String(s) = &output {
+            if let Ok(v) = serde_json::from_str::<Value>(s.trim()) {
+                output = v;
+            }
+        }
+        let violation = match check.check(&output) {
+            Ok(()) => return Ok(output),
+            Err(v) => v,
+        };
+        if repairs >= call.repairs {
+            return Err(format!(
+                "structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
+                truncate(&output.to_string(), 200)
+            ));
+        }
+        repairs += 1;
+        let req = repair.get_or_insert_with(|| first_req.clone());
+        let shown = match &output {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        req.messages.push(Message {
+            role: "assistant".into(),
+            content: shown,
+        });
+        req.messages.push(Message {
+            role: "user".into(),
+            content: format!(
+                "Your answer does not match the required JSON Schema: {violation}. Reply again with only a corrected answer that matches the schema."
+            ),
+        });
+        let resp = {
+            let fut = provider.call(req);
+            timed(fut, call, stats)
+                .await
+                .map_err(|e| provider_error(call, e))?
+        };
+        output = resp.output;
+    }
+}
+
+fn provider_error(call: &LlmProg, e: ProviderError) -> String {
+    format!("model `{}`: provider failed: {e}", call.model)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}...", s.chars().take(n).collect::<String>())
+    }
+}
