@@ -16,6 +16,8 @@
 //!
 //! The `ragloop` binary is a thin layer over these modules.
 #![warn(missing_docs)]
+// Diagnostics are large but only travel on the cold, failing path.
+#![allow(clippy::result_large_err)]
 
 pub mod diag;
 pub mod graph;
