@@ -18,6 +18,13 @@
 // - answer grades: share grounded, share addressing the question;
 // - rewriting: recall@4 of labelled pages before and after the loop's rewrites, and
 //   of one rewrite (from the `yes` documents) of every answerable question.
+//
+// Measured with the default params (40 questions, 36 answerable; Rust 1.9x book):
+//   grading: precision of yes 71.6%, recall 87.6%, accuracy 73.8%
+//   single shot: must_contain terms 42.7%, all terms 30.6%, >= 1 term 63.9%,
+//                refusals 0% answerable / 50% unanswerable
+//   loop:        must_contain terms 42.7%, all terms 27.8%, refusals 5.6% / 50%
+//   recall@4: 0.861 first retrieval, 0.861 after the loop's rewrites
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

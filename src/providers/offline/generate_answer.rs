@@ -7,7 +7,8 @@
 //! gain of a candidate is the weight of the question terms it covers that no chosen
 //! sentence covers yet, plus a third of the weight of those already covered, plus a
 //! bonus for the sentence right after a chosen one (it often carries the
-//! explanation); a quarter of the document's relevance breaks near ties. Up to
+//! explanation; the sentence right after the best match may join even without
+//! question terms); a quarter of the document's relevance breaks near ties. Up to
 //! `max_sentences` sentences are taken while the gain reaches `min_gain`. A chosen
 //! sentence that ends with `:` brings the lines that follow it (a code snippet, at
 //! most [`MAX_CONTINUATION_BYTES`]). Sentences are printed in document order, each
@@ -153,7 +154,11 @@ pub(crate) fn generate(
                     .as_deref()
                     .is_some_and(|more| more.contains(c.text.as_str()))
             });
-            if chosen.contains(&ci) || quoted || (c.covers.is_empty() && !follows) {
+            // A sentence without question terms may only extend the best match.
+            let follows_best = chosen
+                .first()
+                .is_some_and(|&k| cands[k].doc == c.doc && cands[k].ordinal + 1 == c.ordinal);
+            if chosen.contains(&ci) || quoted || (c.covers.is_empty() && !follows_best) {
                 continue;
             }
             // Skip near-duplicates of a chosen sentence (Jaccard of terms ≥ 0.6).
