@@ -19,7 +19,7 @@
 // - rewriting: recall@4 of labelled pages before and after the loop's rewrites, and
 //   of one rewrite (from the `yes` documents) of every answerable question.
 //
-// Measured with the default params (40 questions, 36 answerable; Rust 1.9x book):
+// Measured with the default params (40 questions, 36 answerable; rustc 1.95 book, 1614 chunks):
 //   grading: precision of yes 71.6%, recall 87.6%, accuracy 73.8%
 //   single shot: must_contain terms 42.7%, all terms 30.6%, >= 1 term 63.9%,
 //                refusals 0% answerable / 50% unanswerable
