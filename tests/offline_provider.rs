@@ -402,7 +402,9 @@ fn request(task: Option<&str>, inputs: Value) -> LlmRequest {
         node: "n1".into(),
         item: None,
         model_name: "m".into(),
-        model: serde_json::from_value(json!({"provider": "offline"})).expect("model spec"),
+        model: std::sync::Arc::new(
+            serde_json::from_value(json!({"provider": "offline"})).expect("model spec"),
+        ),
         task: task.map(str::to_string),
         inputs: obj(inputs),
         messages: Vec::new(),

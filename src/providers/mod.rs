@@ -31,8 +31,8 @@ pub struct LlmRequest {
     pub item: Option<usize>,
     /// The model's name in the spec (a key of `models`).
     pub model_name: String,
-    /// The model's configuration (after `--model` overrides).
-    pub model: ModelSpec,
+    /// The model's configuration (after `--model` overrides), shared by every call.
+    pub model: std::sync::Arc<ModelSpec>,
     /// The standard task the node names, if any (see [`crate::tasks`]).
     pub task: Option<String>,
     /// The node's evaluated `inputs` (name → JSON value).
@@ -40,8 +40,9 @@ pub struct LlmRequest {
     /// Rendered messages: optional system message, then the user message, then (on a
     /// repair turn) the rejected answer and the validation error.
     pub messages: Vec<Message>,
-    /// JSON Schema of the structured output; `None` for text output.
-    pub schema: Option<Value>,
+    /// JSON Schema of the structured output, shared by every call; `None` for text
+    /// output.
+    pub schema: Option<std::sync::Arc<Value>>,
 }
 
 /// Token usage and cost of one call.
@@ -93,6 +94,14 @@ pub enum ProviderError {
 pub trait Provider: Send + Sync {
     /// The provider's name as written in specs (`offline`, `scripted`, ...).
     fn name(&self) -> &'static str;
+
+    /// Whether the provider reads the rendered prompts (`LlmRequest::messages`).
+    /// Providers that answer from the task and its inputs (`offline`) or from fixtures
+    /// (`scripted`) return false, and the runtime skips rendering prompts for them;
+    /// their requests carry no messages.
+    fn reads_prompts(&self) -> bool {
+        true
+    }
 
     /// Answers one request.
     fn call<'a>(&'a self, req: &'a LlmRequest)

@@ -163,7 +163,8 @@ pub(super) async fn exec(
         }
         Body::Llm(call) => {
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let (req, inputs) = request(node, call, mirror, state, None).map_err(plain)?;
+            let prompts = provider.reads_prompts();
+            let (req, inputs) = request(node, call, mirror, state, None, prompts).map_err(plain)?;
             let first = provider.call(&req);
             let mut stats = LlmStats::default();
             let out = complete(provider, call, &req, first, &mut stats)
@@ -214,10 +215,11 @@ pub(super) async fn exec(
                     out
                 }
             };
+            let prompts = provider.reads_prompts();
             let mut reqs = Vec::with_capacity(items.len());
             for (i, item) in items.into_iter().enumerate() {
                 reqs.push(
-                    request(node, call, mirror, state, Some((i, item)))
+                    request(node, call, mirror, state, Some((i, item)), prompts)
                         .map_err(|e| plain(format!("item {i}: {e}")))?
                         .0,
                 );
@@ -272,13 +274,15 @@ fn provider<'r>(res: &'r Resources, call: &LlmProg) -> Result<&'r Arc<dyn Provid
 
 pub(super) type Inputs = Vec<(Arc<str>, JValue)>;
 
-/// Evaluates the inputs and renders the prompts of one call.
+/// Evaluates the inputs and, when the provider reads them (`prompts`), renders the
+/// prompts of one call.
 pub(super) fn request(
     node: &NodeProg,
     call: &LlmProg,
     mirror: &Arc<Mirror>,
     state: &Value,
     item: Option<(usize, (JValue, Value))>,
+    prompts: bool,
 ) -> Result<(LlmRequest, Inputs), String> {
     let mut extra: Inputs = Vec::with_capacity(call.inputs.len() + 2);
     if let Some((i, (v, _))) = &item {
@@ -306,33 +310,35 @@ pub(super) fn request(
         inputs.push((Arc::clone(input), v));
     }
     drop(base);
-    extra.extend(inputs.iter().cloned());
-    let scope = Scope::make(mirror, extra);
-    let mut messages = Vec::with_capacity(2);
-    if let Some(t) = &call.system {
+    let mut messages = Vec::new();
+    if prompts {
+        extra.extend(inputs.iter().cloned());
+        let scope = Scope::make(mirror, extra);
+        if let Some(t) = &call.system {
+            messages.push(Message {
+                role: "system".into(),
+                content: t
+                    .render(&scope)
+                    .map_err(|e| format!("system prompt: {e}"))?,
+            });
+        }
         messages.push(Message {
-            role: "system".into(),
-            content: t
+            role: "user".into(),
+            content: call
+                .user
                 .render(&scope)
-                .map_err(|e| format!("system prompt: {e}"))?,
+                .map_err(|e| format!("user prompt: {e}"))?,
         });
     }
-    messages.push(Message {
-        role: "user".into(),
-        content: call
-            .user
-            .render(&scope)
-            .map_err(|e| format!("user prompt: {e}"))?,
-    });
     let req = LlmRequest {
         node: node.name.clone(),
         item: item.map(|(i, _)| i),
         model_name: call.model.clone(),
-        model: call.model_spec.clone(),
+        model: Arc::clone(&call.model_spec),
         task: call.task.clone(),
         inputs: inputs_json,
         messages,
-        schema: call.schema.as_ref().map(|(s, _)| s.clone()),
+        schema: call.schema.as_ref().map(|(s, _)| Arc::clone(s)),
     };
     Ok((req, inputs))
 }

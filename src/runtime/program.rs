@@ -28,7 +28,7 @@ pub struct LlmProg {
     /// Model name.
     pub model: String,
     /// The model's configuration.
-    pub model_spec: ModelSpec,
+    pub model_spec: Arc<ModelSpec>,
     /// The task, if named.
     pub task: Option<String>,
     /// Named inputs.
@@ -38,7 +38,7 @@ pub struct LlmProg {
     /// User template.
     pub user: PromptPart,
     /// Structured output schema and its validator.
-    pub schema: Option<(Value, SchemaCheck)>,
+    pub schema: Option<(Arc<Value>, SchemaCheck)>,
     /// Repair turns allowed.
     pub repairs: u32,
 }
@@ -252,6 +252,7 @@ impl Program {
                     .models
                     .get(&l.model)
                     .cloned()
+                    .map(Arc::new)
                     .ok_or_else(|| in_node(format!("unknown model `{}`", l.model)))?;
                 let inputs = l
                     .inputs
@@ -269,7 +270,7 @@ impl Program {
                             .map_err(in_node)?;
                         let check =
                             SchemaCheck::new(&v).map_err(|e| in_node(format!("schema: {e}")))?;
-                        Some((v, check))
+                        Some((Arc::new(v), check))
                     }
                     None => None,
                 };

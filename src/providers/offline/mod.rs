@@ -333,6 +333,11 @@ impl Provider for OfflineProvider {
         "offline"
     }
 
+    /// Answers from the task and its inputs: prompts are not read.
+    fn reads_prompts(&self) -> bool {
+        false
+    }
+
     fn call<'a>(
         &'a self,
         req: &'a LlmRequest,
