@@ -33,7 +33,6 @@ pub const GLOBAL_NAMES: &[&str] = &[
     "true",
     "false",
     "none",
-    "loop",
 ];
 
 /// Builds the shared environment.
@@ -154,6 +153,138 @@ pub fn check_expression_text(src: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A filter or test a template or expression uses that the environment does not
+/// define, or a tag prompts cannot use (`include`, `import`, `from`, `extends`: a
+/// prompt is one standalone file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownName {
+    /// `filter`, `test` or `tag`.
+    pub what: &'static str,
+    /// The name as written.
+    pub name: String,
+    /// Byte range in the checked text.
+    pub range: std::ops::Range<usize>,
+}
+
+fn ident_at(bytes: &[u8], mut i: usize) -> Option<(usize, usize)> {
+    while i < bytes.len()
+        && (bytes[i] == b' ' || bytes[i] == b'\t' || bytes[i] == b'\n' || bytes[i] == b'\r')
+    {
+        i += 1;
+    }
+    let start = i;
+    while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+        i += 1;
+    }
+    (i > start && !bytes[start].is_ascii_digit()).then_some((start, i))
+}
+
+/// Scans code (an expression, or the inside of template tags when `template` is true)
+/// for filters and tests the environment lacks, and for tags prompts cannot use.
+/// Names are checked by asking `env` itself, so custom filters count as known.
+pub fn unknown_names(env: &Environment<'static>, text: &str, template: bool) -> Vec<UnknownName> {
+    let mut regions: Vec<std::ops::Range<usize>> = Vec::new();
+    if template {
+        let mut pos = 0;
+        while let Some(rel) = text[pos..].find('{') {
+            let open = pos + rel;
+            let close = match text.get(open..open + 2) {
+                Some("{{") => "}}",
+                Some("{%") => "%}",
+                _ => {
+                    pos = open + 1;
+                    continue;
+                }
+            };
+            let end = text[open + 2..]
+                .find(close)
+                .map_or(text.len(), |e| open + 2 + e);
+            regions.push(open + 2..end);
+            pos = end;
+        }
+    } else {
+        regions.push(0..text.len());
+    }
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    for region in regions {
+        if template && text.get(region.start - 1..region.start) == Some("%") {
+            let mut k = region.start;
+            while k < region.end && matches!(bytes[k], b'-' | b'+' | b'~') {
+                k += 1;
+            }
+            if let Some((a, b)) = ident_at(bytes, k) {
+                if matches!(&text[a..b], "include" | "import" | "from" | "extends") {
+                    out.push(UnknownName {
+                        what: "tag",
+                        name: text[a..b].to_string(),
+                        range: a..b,
+                    });
+                }
+            }
+        }
+        let mut quote: Option<u8> = None;
+        let mut i = region.start;
+        while i < region.end {
+            let b = bytes[i];
+            if let Some(q) = quote {
+                if b == b'\\' {
+                    i += 2;
+                    continue;
+                }
+                if b == q {
+                    quote = None;
+                }
+                i += 1;
+                continue;
+            }
+            if b == b'"' || b == b'\'' {
+                quote = Some(b);
+            } else if b == b'|'
+                && bytes.get(i + 1) != Some(&b'|')
+                && (i == 0 || bytes[i - 1] != b'|')
+            {
+                if let Some((a, e)) = ident_at(bytes, i + 1) {
+                    let name = &text[a..e];
+                    let probe = format!("{{{{ none | {name} }}}}");
+                    if matches!(env.render_str(&probe, ()), Err(err) if err.kind() == ErrorKind::UnknownFilter)
+                    {
+                        out.push(UnknownName {
+                            what: "filter",
+                            name: name.to_string(),
+                            range: a..e,
+                        });
+                    }
+                }
+            } else if text.get(i..i + 2) == Some("is")
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+                && bytes.get(i + 2).is_some_and(|c| c.is_ascii_whitespace())
+            {
+                let mut k = i + 2;
+                if let Some((a, e)) = ident_at(bytes, k) {
+                    if &text[a..e] == "not" {
+                        k = e;
+                    }
+                }
+                if let Some((a, e)) = ident_at(bytes, k) {
+                    let name = &text[a..e];
+                    let probe = format!("{{{{ none is {name} }}}}");
+                    if matches!(env.render_str(&probe, ()), Err(err) if err.kind() == ErrorKind::UnknownTest)
+                    {
+                        out.push(UnknownName {
+                            what: "test",
+                            name: name.to_string(),
+                            range: a..e,
+                        });
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
 /// Finds where identifier `name` is first read inside a template's tags
 /// (`{{ ... }}` or `{% ... %}`). Returns a byte range into `source`.
 pub fn locate_identifier(source: &str, name: &str) -> Option<std::ops::Range<usize>> {
@@ -249,6 +380,39 @@ mod tests {
                 .unwrap(),
             JValue::from(1)
         );
+    }
+
+    #[test]
+    fn finds_unknown_filters_tests_and_tags() {
+        let env = environment();
+        let names = |t: &str, tpl: bool| {
+            unknown_names(&env, t, tpl)
+                .into_iter()
+                .map(|u| (u.what, u.name))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names("x | nosuch > 1 or y || z", false),
+            vec![("filter", "nosuch".to_string())]
+        );
+        assert_eq!(
+            names(
+                "x | length > 0 and d | select_graded(g) and x is defined and y is not nosuchtest",
+                false
+            ),
+            vec![("test", "nosuchtest".to_string())]
+        );
+        assert_eq!(
+            names(
+                "a {{ q | upper }} {{ q | nope }} {% include 'x' %} '|' ",
+                true
+            ),
+            vec![
+                ("filter", "nope".to_string()),
+                ("tag", "include".to_string())
+            ]
+        );
+        assert!(names("x == 'a | b'", false).is_empty());
     }
 
     #[test]

@@ -3,7 +3,9 @@
 use super::eval::{Compiled, Engine, EngineBuilder, Expr};
 use super::state::SchemaCheck;
 use crate::spec::source::Sources;
-use crate::spec::types::{Edge, LlmNode, ModelSpec, NodeSpec, Reducer, SchemaRef, TemplateSource};
+use crate::spec::types::{
+    Edge, LlmNode, ModelSpec, NodeSpec, Reducer, RetrieveNode, SchemaRef, TemplateSource, ToolNode,
+};
 use crate::spec::LoadedSpec;
 use minijinja::Template;
 use serde_json::Value;
@@ -221,7 +223,8 @@ impl Program {
                     .map_err(|e| format!("node `{name}`: {part} template: {e}"))
             };
             match node {
-                NodeSpec::Retrieve { query, .. } | NodeSpec::Tool { query, .. } => {
+                NodeSpec::Retrieve(RetrieveNode { query, .. })
+                | NodeSpec::Tool(ToolNode { query, .. }) => {
                     add(&mut builder, "query", query.clone())?
                 }
                 NodeSpec::Llm(l) | NodeSpec::Map(l) => {
@@ -234,7 +237,7 @@ impl Program {
                         .map_err(|e| format!("node `{name}`: user prompt: {e}"))?;
                     add(&mut builder, "user", text)?;
                 }
-                NodeSpec::Update { .. } => {}
+                NodeSpec::Update(_) => {}
             }
         }
         let engine = builder.build();
@@ -290,9 +293,9 @@ impl Program {
                 })
             };
             let body = match node {
-                NodeSpec::Retrieve {
+                NodeSpec::Retrieve(RetrieveNode {
                     retriever, top_k, ..
-                } => {
+                }) => {
                     let r = spec
                         .retrievers
                         .get(retriever)
@@ -321,8 +324,8 @@ impl Program {
                         concurrency: l.concurrency.unwrap_or(4).max(1) as usize,
                     }
                 }
-                NodeSpec::Update { .. } => Body::Update,
-                NodeSpec::Tool { tool, .. } => Body::Tool {
+                NodeSpec::Update(_) => Body::Update,
+                NodeSpec::Tool(ToolNode { tool, .. }) => Body::Tool {
                     tool: tool.clone(),
                     query: tpl(name, "query")?,
                 },

@@ -318,7 +318,11 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
 /// the real fault. When the value has the shape of the structured alternative
 /// (a list of arms, a `{file}` mapping), deserialize it as that alternative to get
 /// the precise error and path.
-fn refine_untagged(msg: String, segments: Vec<String>, work: &Value) -> (String, Vec<String>) {
+fn refine_untagged(
+    mut msg: String,
+    mut segments: Vec<String>,
+    work: &Value,
+) -> (String, Vec<String>) {
     fn precise<T: serde::de::DeserializeOwned>(
         v: &Value,
         mut segments: Vec<String>,
@@ -332,6 +336,29 @@ fn refine_untagged(msg: String, segments: Vec<String>, work: &Value) -> (String,
             }
         }
         Some((err.inner().to_string(), segments))
+    }
+    // Nodes are an internally tagged enum: serde buffers the value and reports faults
+    // inside it at the node, often as a misleading "missing field `kind`". Deserialize
+    // the node as the struct its `kind` names to get the real fault and path.
+    if segments.len() >= 2 && segments[0] == "nodes" {
+        let node_ptr = yaml::pointer(&segments[..2]);
+        if let Some(Value::Object(node)) = work.pointer(&node_ptr) {
+            let mut rest = node.clone();
+            let kind = rest.shift_remove("kind");
+            let base = segments[..2].to_vec();
+            let rest = Value::Object(rest);
+            let refined = match kind.as_ref().and_then(Value::as_str) {
+                Some("retrieve") => precise::<super::types::RetrieveNode>(&rest, base),
+                Some("llm" | "map") => precise::<super::types::LlmNode>(&rest, base),
+                Some("update") => precise::<super::types::UpdateNode>(&rest, base),
+                Some("tool") => precise::<super::types::ToolNode>(&rest, base),
+                _ => None,
+            };
+            if let Some((m, segs)) = refined {
+                msg = m;
+                segments = segs;
+            }
+        }
     }
     if !msg.contains("did not match any variant of untagged enum") {
         return (msg, segments);

@@ -314,26 +314,7 @@ pub type Expr = Value;
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum NodeSpec {
     /// Query a retriever; `output` is the list of documents (`id`, `content`, `metadata`).
-    Retrieve {
-        /// What the node is for.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        /// Retriever name.
-        retriever: String,
-        /// Query template (minijinja) rendered over the state.
-        query: String,
-        /// Overrides the retriever's `top_k`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(range(min = 1, max = 1000))]
-        top_k: Option<u32>,
-        /// State fields to write: field → expression over the state and `output`.
-        #[serde(default)]
-        update: IndexMap<String, Expr>,
-        /// Most times this node may run in one run (1 or more).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(range(min = 1))]
-        max_visits: Option<u32>,
-    },
+    Retrieve(RetrieveNode),
     /// One LLM call: text, or structured output validated against `schema`.
     Llm(LlmNode),
     /// The same LLM call once per element of `over`, up to `concurrency` at a time;
@@ -341,34 +322,68 @@ pub enum NodeSpec {
     /// `over` (required) and `concurrency`.
     Map(LlmNode),
     /// Pure state transform: every `update` expression is evaluated over the state.
-    Update {
-        /// What the node is for.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        /// State fields to write: field → expression over the state.
-        update: IndexMap<String, Expr>,
-        /// Most times this node may run in one run (1 or more).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(range(min = 1))]
-        max_visits: Option<u32>,
-    },
+    Update(UpdateNode),
     /// Call a tool (web search or its offline stand-in); `output` is a list of documents.
-    Tool {
-        /// What the node is for.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        /// Tool name.
-        tool: String,
-        /// Query template (minijinja) rendered over the state.
-        query: String,
-        /// State fields to write: field → expression over the state and `output`.
-        #[serde(default)]
-        update: IndexMap<String, Expr>,
-        /// Most times this node may run in one run (1 or more).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(range(min = 1))]
-        max_visits: Option<u32>,
-    },
+    Tool(ToolNode),
+}
+
+/// Fields of a `retrieve` node.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveNode {
+    /// What the node is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Retriever name.
+    pub retriever: String,
+    /// Query template (minijinja) rendered over the state.
+    pub query: String,
+    /// Overrides the retriever's `top_k`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub top_k: Option<u32>,
+    /// State fields to write: field → expression over the state and `output`.
+    #[serde(default)]
+    pub update: IndexMap<String, Expr>,
+    /// Most times this node may run in one run (1 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_visits: Option<u32>,
+}
+
+/// Fields of an `update` node.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateNode {
+    /// What the node is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// State fields to write: field → expression over the state.
+    pub update: IndexMap<String, Expr>,
+    /// Most times this node may run in one run (1 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_visits: Option<u32>,
+}
+
+/// Fields of a `tool` node.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolNode {
+    /// What the node is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Tool name.
+    pub tool: String,
+    /// Query template (minijinja) rendered over the state.
+    pub query: String,
+    /// State fields to write: field → expression over the state and `output`.
+    #[serde(default)]
+    pub update: IndexMap<String, Expr>,
+    /// Most times this node may run in one run (1 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_visits: Option<u32>,
 }
 
 /// Fields of an LLM call (the `llm` node, and each call of a `map` node).
@@ -505,20 +520,20 @@ impl NodeSpec {
     /// The node kind as written in specs.
     pub fn kind(&self) -> &'static str {
         match self {
-            NodeSpec::Retrieve { .. } => "retrieve",
+            NodeSpec::Retrieve(_) => "retrieve",
             NodeSpec::Llm(_) => "llm",
             NodeSpec::Map(_) => "map",
-            NodeSpec::Update { .. } => "update",
-            NodeSpec::Tool { .. } => "tool",
+            NodeSpec::Update(_) => "update",
+            NodeSpec::Tool(_) => "tool",
         }
     }
 
     /// The node's `update` map.
     pub fn update(&self) -> &IndexMap<String, Expr> {
         match self {
-            NodeSpec::Retrieve { update, .. }
-            | NodeSpec::Update { update, .. }
-            | NodeSpec::Tool { update, .. } => update,
+            NodeSpec::Retrieve(RetrieveNode { update, .. })
+            | NodeSpec::Update(UpdateNode { update, .. })
+            | NodeSpec::Tool(ToolNode { update, .. }) => update,
             NodeSpec::Llm(l) | NodeSpec::Map(l) => &l.update,
         }
     }
@@ -526,16 +541,16 @@ impl NodeSpec {
     /// The node's visit limit.
     pub fn max_visits(&self) -> Option<u32> {
         match self {
-            NodeSpec::Retrieve { max_visits, .. }
-            | NodeSpec::Update { max_visits, .. }
-            | NodeSpec::Tool { max_visits, .. } => *max_visits,
+            NodeSpec::Retrieve(RetrieveNode { max_visits, .. })
+            | NodeSpec::Update(UpdateNode { max_visits, .. })
+            | NodeSpec::Tool(ToolNode { max_visits, .. }) => *max_visits,
             NodeSpec::Llm(l) | NodeSpec::Map(l) => l.max_visits,
         }
     }
 
     /// Whether expressions in `update` may read `output`.
     pub fn has_output(&self) -> bool {
-        !matches!(self, NodeSpec::Update { .. })
+        !matches!(self, NodeSpec::Update(_))
     }
 
     /// The LLM call of `llm` and `map` nodes.

@@ -3,7 +3,7 @@
 use super::Options;
 use crate::diag::{Code, Diagnostic};
 use crate::graph::END;
-use crate::spec::types::{Edge, NodeSpec, Provider, ToolSpec};
+use crate::spec::types::{Edge, NodeSpec, Provider, RetrieveNode, ToolNode, ToolSpec};
 use crate::spec::LoadedSpec;
 use crate::tasks;
 
@@ -214,7 +214,7 @@ fn check_branch(
 fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
     let spec = &ls.spec;
     match node {
-        NodeSpec::Retrieve { retriever, .. } => {
+        NodeSpec::Retrieve(RetrieveNode { retriever, .. }) => {
             if !spec.retrievers.contains_key(retriever) {
                 diags.push(
                     Diagnostic::new(
@@ -228,7 +228,7 @@ fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diag
                 );
             }
         }
-        NodeSpec::Tool { tool, .. } => {
+        NodeSpec::Tool(ToolNode { tool, .. }) => {
             if !spec.tools.contains_key(tool) {
                 diags.push(
                     Diagnostic::new(
@@ -280,7 +280,7 @@ fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diag
                 Some(model) => check_task(ls, name, call, model.provider, diags),
             }
         }
-        NodeSpec::Update { .. } => {}
+        NodeSpec::Update(_) => {}
     }
 }
 

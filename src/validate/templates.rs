@@ -6,7 +6,7 @@ use crate::diag::{Code, Diagnostic};
 use crate::jinja::{self, GLOBAL_NAMES};
 use crate::spec::load::read_text;
 use crate::spec::source::{FileId, Sources, Span};
-use crate::spec::types::{Edge, NodeSpec, TemplateSource};
+use crate::spec::types::{Edge, NodeSpec, RetrieveNode, TemplateSource, ToolNode};
 use crate::spec::yaml::Limits;
 use crate::spec::LoadedSpec;
 use minijinja::Environment;
@@ -56,7 +56,8 @@ pub(super) fn check(
             extra: vec![],
         };
         match node {
-            NodeSpec::Retrieve { query, .. } | NodeSpec::Tool { query, .. } => {
+            NodeSpec::Retrieve(RetrieveNode { query, .. })
+            | NodeSpec::Tool(ToolNode { query, .. }) => {
                 check_inline_template(ls, &env, query, &["nodes", name, "query"], &base, diags);
             }
             NodeSpec::Llm(call) | NodeSpec::Map(call) => {
@@ -118,7 +119,7 @@ pub(super) fn check(
                     diags,
                 );
             }
-            NodeSpec::Update { .. } => {}
+            NodeSpec::Update(_) => {}
         }
         let update_scope = Scope {
             state,
@@ -231,6 +232,15 @@ fn check_expression(
             None
         }
         Ok(compiled) => {
+            for u in jinja::unknown_names(env, text, false) {
+                diags.push(
+                    Diagnostic::new(
+                        syntax,
+                        format!("`{}`: unknown {} `{}`", at.join("."), u.what, u.name),
+                    )
+                    .at(span),
+                );
+            }
             let vars = compiled.undeclared_variables(false);
             let bad = scope.unknown(vars.iter().cloned());
             for var in &bad {
@@ -280,6 +290,13 @@ fn check_inline_template(
             .at(span),
         ),
         Ok(t) => {
+            for u in jinja::unknown_names(env, text, true) {
+                diags.push(unknown_name_diag(
+                    &u,
+                    &format!("template `{}`", at.join(".")),
+                    span,
+                ));
+            }
             for var in scope.unknown(t.undeclared_variables(false)) {
                 diags.push(
                     Diagnostic::new(Code::TemplateUnknownVar, format!("template `{}` reads `{var}`, which is not a state field or a builtin here", at.join(".")))
@@ -331,6 +348,13 @@ fn check_prompt(
                     );
                 }
                 Ok(t) => {
+                    for u in jinja::unknown_names(env, &text, true) {
+                        let loc = sources.span_of_range(file, u.range.clone());
+                        diags.push(
+                            unknown_name_diag(&u, &format!("template {}", f.file), Some(loc))
+                                .label(span, "template used here"),
+                        );
+                    }
                     for var in scope.unknown(t.undeclared_variables(false)) {
                         let loc = jinja::locate_identifier(&text, &var)
                             .map(|r| sources.span_of_range(file, r));
@@ -344,6 +368,19 @@ fn check_prompt(
                 }
             }
         }
+    }
+}
+
+fn unknown_name_diag(u: &jinja::UnknownName, place: &str, at: Option<Span>) -> Diagnostic {
+    let d = Diagnostic::new(
+        Code::TemplateSyntax,
+        format!("{place}: unknown {} `{}`", u.what, u.name),
+    )
+    .at(at);
+    if u.what == "tag" {
+        d.help("a prompt is one standalone file: `include`, `import`, `from` and `extends` are not supported")
+    } else {
+        d
     }
 }
 
