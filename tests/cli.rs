@@ -314,3 +314,38 @@ fn graph_exports_mermaid_and_dot() {
         assert!(String::from_utf8_lossy(&res.stdout).contains("<svg"));
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_prompt_is_refused_not_waited_on() {
+    let dir = tmp();
+    let fifo = dir.path().join("prompt.jinja");
+    let status = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("note: mkfifo unavailable; skipped");
+        return;
+    }
+    let spec = dir.path().join("fifo.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nname: f\nstate: {schema: {type: object, properties: {question: {type: string}, a: {type: string}}}}\nmodels: {m: {provider: scripted}}\nentry: g\nnodes:\n  g: {kind: llm, model: m, prompt: {user: {file: prompt.jinja}}, update: {a: output}}\nedges: {g: END}\n",
+    )
+    .unwrap();
+    let (status, v) = validate_one(&spec);
+    assert_eq!(status, 1, "{v}");
+    assert!(codes(&v).contains(&"E007".to_string()), "{v}");
+}
+
+#[test]
+fn graph_refuses_an_invalid_spec() {
+    let out = ragloop()
+        .args([
+            "graph",
+            "tests/specs/invalid/E022_edge_to_missing_node.yaml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("E022"));
+}

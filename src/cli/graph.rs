@@ -5,13 +5,14 @@ use ragloop::graph::export::{render as export, GraphFormat};
 use ragloop::graph::Topology;
 use ragloop::spec::source::Sources;
 use ragloop::spec::{load_spec, overlay};
+use ragloop::validate::{validate_file, Options};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `ragloop graph`.
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0 printed, 1 the spec does not load, 2 usage error.")]
+#[command(after_help = "Exit status: 0 printed, 1 the spec is invalid, 2 usage error.")]
 pub struct GraphArgs {
     /// The spec file.
     pub spec: PathBuf,
@@ -25,6 +26,26 @@ pub struct GraphArgs {
 
 /// Runs `ragloop graph`.
 pub fn run(args: GraphArgs) -> ExitCode {
+    // Draw only what `validate` accepts: a broken edge would otherwise vanish silently.
+    let mut check_sources = Sources::new();
+    let outcome = validate_file(
+        &args.spec,
+        &mut check_sources,
+        &Options {
+            no_environment: true,
+        },
+    );
+    if !outcome.is_valid() {
+        eprint!(
+            "{}",
+            render::render(&outcome.diagnostics, &check_sources, Format::Human)
+        );
+        eprintln!(
+            "ragloop graph: {} is not valid; fix the errors above first",
+            args.spec.display()
+        );
+        return ExitCode::from(1);
+    }
     let mut sources = Sources::new();
     let loaded = match load_spec(&args.spec, &mut sources) {
         Ok(l) => l,

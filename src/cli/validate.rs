@@ -79,7 +79,12 @@ pub fn run(args: ValidateArgs) -> ExitCode {
     let mut status_lines = Vec::new();
     let mut invalid = 0usize;
     for file in &files {
-        let outcome = validate_file(file, &mut sources, &opts);
+        let mut outcome = validate_file(file, &mut sources, &opts);
+        if args.deny_warnings {
+            for d in &mut outcome.diagnostics {
+                d.severity = Severity::Error;
+            }
+        }
         let errors = outcome.diagnostics.iter().filter(|d| d.is_error()).count();
         let warnings = outcome.diagnostics.len() - errors;
         let bad = errors > 0 || (args.deny_warnings && warnings > 0);
@@ -103,11 +108,6 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             },
         ));
         all.extend(outcome.diagnostics);
-    }
-    if args.deny_warnings {
-        for d in &mut all {
-            d.severity = Severity::Error;
-        }
     }
     let mut out = std::io::stdout().lock();
     let text = render::render(&all, &sources, args.format);

@@ -85,16 +85,18 @@ codes! {
     /// (use `END` to stop after it).
     MissingEdge = "E026", "node has no outgoing edge";
     /// `END` and `START` are reserved and cannot name a node: `END` is the terminal
-    /// every run finishes at, `START` marks the entry in exported graphs.
-    ReservedName = "E027", "reserved node name";
+    /// every run finishes at, `START` marks the entry in exported graphs. Node names
+    /// must also be identifiers (`[A-Za-z_][A-Za-z0-9_-]*`), since variants address
+    /// nodes by dotted paths.
+    ReservedName = "E027", "reserved or invalid node name";
+    /// `output.answer` or `output.documents` names a field the state lacks, or
+    /// `output.fallback` names a node that does not exist.
+    UnknownOutput = "E028", "output names an unknown field or node";
 
     /// A file named by the spec (prompt, schema, corpus) does not exist or cannot be read.
     MissingFile = "E030", "referenced file not found";
     /// A referenced path leaves the project root (after resolving `..` and symlinks).
     PathEscapesRoot = "E031", "path escapes the project root";
-    /// `output.answer` or `output.documents` names a field the state lacks, or
-    /// `output.fallback` names a node that does not exist.
-    UnknownOutput = "E028", "output names an unknown field or node";
 
     /// A JSON Schema file does not parse as JSON or YAML; the position is inside the
     /// schema file, with a label at the spec line that references it.

@@ -117,7 +117,8 @@ fn dot(spec: &Spec, topo: &Topology) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "digraph \"{}\" {{", dot_text(&spec.name));
     out.push_str("    rankdir=TB;\n    node [fontname=\"Helvetica\", shape=box, style=rounded];\n");
-    out.push_str("    \"__start__\" [shape=point, width=0.2, label=\"\"];\n");
+    // `START` is reserved, so no node of the spec can collide with the start marker.
+    out.push_str("    \"START\" [shape=point, width=0.2, label=\"\"];\n");
     for name in topo.index.keys() {
         let _ = writeln!(
             out,
@@ -132,11 +133,7 @@ fn dot(spec: &Spec, topo: &Topology) -> String {
         "    \"{END}\" [shape=doublecircle, style=solid, label=\"{END}\"];"
     );
     if let Some(entry) = topo.entry {
-        let _ = writeln!(
-            out,
-            "    \"__start__\" -> \"{}\";",
-            dot_text(topo.name(entry))
-        );
+        let _ = writeln!(out, "    \"START\" -> \"{}\";", dot_text(topo.name(entry)));
     }
     for e in topo.graph.edge_references() {
         let (s, d) = (

@@ -121,6 +121,16 @@ pub fn read_text(
         )
         .at(at)
     })?;
+    if !meta.is_file() && !meta.is_dir() {
+        return Err(Diagnostic::new(
+            Code::FileUnreadable,
+            format!(
+                "{} is not a regular file (a FIFO, socket or device)",
+                shown.display()
+            ),
+        )
+        .at(at));
+    }
     if meta.is_dir() {
         return Err(Diagnostic::new(
             Code::FileUnreadable,

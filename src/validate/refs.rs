@@ -23,6 +23,15 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
                 )
                 .at(ls.key_span(&["nodes", name])),
             );
+        } else if !is_node_name(name) {
+            diags.push(
+                Diagnostic::new(
+                    Code::ReservedName,
+                    format!("`{name}` is not a valid node name"),
+                )
+                .at(ls.key_span(&["nodes", name]))
+                .help("node names start with a letter or `_` and hold letters, digits, `_` and `-` (no dots: variants address nodes by dotted paths)"),
+            );
         }
     }
     if !spec.nodes.contains_key(&spec.entry) {
@@ -86,6 +95,7 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
     for (name, node) in &spec.nodes {
         check_node(ls, name, node, diags);
     }
+    check_ranges(ls, diags);
     if !opts.no_environment {
         for (name, r) in &spec.retrievers {
             check_corpus(ls, &r.corpus, &["retrievers", name, "corpus"], diags);
@@ -383,4 +393,152 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// Numeric ranges the spec schema documents and serde cannot express: a value outside
+/// its range is [`Code::WrongType`] at the value.
+fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
+    let spec = &ls.spec;
+    let mut out_of = |at: Vec<String>, value: f64, min: f64, max: Option<f64>| {
+        let too_low = value < min;
+        let too_high = max.is_some_and(|m| value > m);
+        if too_low || too_high {
+            let range = match max {
+                Some(m) => format!("between {min} and {m}"),
+                None => format!("at least {min}"),
+            };
+            diags.push(
+                Diagnostic::new(
+                    Code::WrongType,
+                    format!("`{}` is {value}; it must be {range}", at.join(".")),
+                )
+                .at(ls.span(&at)),
+            );
+        }
+    };
+    let path = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    out_of(
+        path(&["limits", "max_steps"]),
+        f64::from(spec.limits.max_steps),
+        1.0,
+        None,
+    );
+    for (name, r) in &spec.retrievers {
+        out_of(
+            path(&["retrievers", name, "top_k"]),
+            f64::from(r.top_k),
+            1.0,
+            Some(1000.0),
+        );
+    }
+    for (name, t) in &spec.tools {
+        let top_k = match t {
+            ToolSpec::Corpus { top_k, .. }
+            | ToolSpec::Searxng { top_k, .. }
+            | ToolSpec::Tavily { top_k, .. } => *top_k,
+        };
+        out_of(
+            path(&["tools", name, "top_k"]),
+            f64::from(top_k),
+            1.0,
+            Some(1000.0),
+        );
+    }
+    for (name, m) in &spec.models {
+        out_of(
+            path(&["models", name, "temperature"]),
+            m.temperature,
+            0.0,
+            Some(2.0),
+        );
+        if let Some(v) = m.max_tokens {
+            out_of(
+                path(&["models", name, "max_tokens"]),
+                f64::from(v),
+                1.0,
+                None,
+            );
+        }
+        if let Some(v) = m.timeout_secs {
+            out_of(
+                path(&["models", name, "timeout_secs"]),
+                v,
+                0.001,
+                Some(86_400.0),
+            );
+        }
+        if let Some(v) = m.concurrency {
+            out_of(
+                path(&["models", name, "concurrency"]),
+                f64::from(v),
+                1.0,
+                None,
+            );
+        }
+        if let Some(v) = m.requests_per_minute {
+            out_of(
+                path(&["models", name, "requests_per_minute"]),
+                f64::from(v),
+                1.0,
+                None,
+            );
+        }
+        if let Some(p) = &m.price {
+            out_of(
+                path(&["models", name, "price", "input_per_mtok"]),
+                p.input_per_mtok,
+                0.0,
+                None,
+            );
+            out_of(
+                path(&["models", name, "price", "output_per_mtok"]),
+                p.output_per_mtok,
+                0.0,
+                None,
+            );
+        }
+    }
+    for (name, node) in &spec.nodes {
+        if let Some(v) = node.max_visits() {
+            out_of(
+                path(&["nodes", name, "max_visits"]),
+                f64::from(v),
+                1.0,
+                None,
+            );
+        }
+        if let NodeSpec::Retrieve(RetrieveNode { top_k: Some(k), .. }) = node {
+            out_of(
+                path(&["nodes", name, "top_k"]),
+                f64::from(*k),
+                1.0,
+                Some(1000.0),
+            );
+        }
+        if let Some(call) = node.llm() {
+            out_of(
+                path(&["nodes", name, "repair_attempts"]),
+                f64::from(call.repair_attempts),
+                0.0,
+                Some(10.0),
+            );
+            if let Some(c) = call.concurrency {
+                out_of(
+                    path(&["nodes", name, "concurrency"]),
+                    f64::from(c),
+                    1.0,
+                    Some(256.0),
+                );
+            }
+        }
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_-]*`
+fn is_node_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
