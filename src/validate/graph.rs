@@ -2,11 +2,13 @@
 //! every cycle bounded.
 //!
 //! A cycle is bounded when a node on it has `max_visits`, or when it passes through
-//! a node that increments a counter field and through a branch whose predicate
-//! compares that counter (`iteration_count >= max_iterations`,
-//! `context_history | length > 5`). A counter is a field that a node updates with the
-//! `add` reducer and a positive number, with `field + N` (N ≥ 1), or with the `append`
-//! reducer. Seed 004's `grade_answer -> generate` retry passes through no counter
+//! a node that increments a counter field and through a guard of that counter. A
+//! counter is a field that a node updates with the `add` reducer and a positive
+//! number, with `field + N` (N ≥ 1), or with the `append` reducer, and that no node of
+//! the same strongly connected component writes otherwise (a reset). A guard is a
+//! branch arm comparing the counter in exit form (`n >= max`) whose target leaves the
+//! component, or in continue form (`n < max`) whose target stays, with a later arm
+//! that leaves. Seed 004's `grade_answer -> generate` retry passes through no counter
 //! update, so it is unbounded; graphs/crag.yaml bounds it.
 use crate::diag::{Code, Diagnostic};
 use crate::graph::analysis::{reachable_from, reaching, unbounded_cycle_in, Counter};
@@ -103,24 +105,71 @@ pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<No
             removed[ix.index()] = true;
         }
     }
+    // Strongly connected components of the whole graph: a guard must lead out of
+    // its component (or keep going round only while the counter is below its bound
+    // and offer another arm that leaves).
+    let mut scc_of = vec![usize::MAX; n];
+    for (k, scc) in petgraph::algo::tarjan_scc(&topo.graph)
+        .into_iter()
+        .enumerate()
+    {
+        for ix in scc {
+            scc_of[ix.index()] = k;
+        }
+    }
+    let target_ix = |name: &str| {
+        if name == crate::graph::END {
+            Some(topo.end)
+        } else {
+            topo.index.get(name).copied()
+        }
+    };
     // counter field -> (nodes incrementing it, branch nodes testing it)
     let mut counters: BTreeMap<String, (Vec<NodeIndex>, Vec<NodeIndex>)> = BTreeMap::new();
+    let mut resetters: BTreeMap<String, Vec<NodeIndex>> = BTreeMap::new();
     for (name, node) in &spec.nodes {
         let ix = topo.index[name];
         for (field, expr) in node.update() {
             let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
             if increments(field, expr, reducer) {
                 counters.entry(field.clone()).or_default().0.push(ix);
+            } else {
+                resetters.entry(field.clone()).or_default().push(ix);
             }
         }
     }
+    // A counter that a node of the same component may set back cannot bound it
+    // (conservative: the reset may sit on another cycle of the component).
+    counters.retain(|field, (inc, _)| {
+        let resets = resetters.get(field).map(Vec::as_slice).unwrap_or(&[]);
+        !resets
+            .iter()
+            .any(|r| inc.iter().any(|i| scc_of[i.index()] == scc_of[r.index()]))
+    });
     for (from, edge) in &spec.edges {
         let (Edge::Branch(arms), Some(&ix)) = (edge, topo.index.get(from)) else {
             continue;
         };
-        for arm in arms {
-            if let Some(when) = &arm.when {
-                for field in compared_fields(when) {
+        let here = scc_of[ix.index()];
+        let target_of = |arm: &crate::spec::types::Arm| {
+            arm.to
+                .as_deref()
+                .or(arm.otherwise.as_deref())
+                .and_then(target_ix)
+        };
+        let leaves = |t: Option<NodeIndex>| t.is_some_and(|t| scc_of[t.index()] != here);
+        for (i, arm) in arms.iter().enumerate() {
+            let Some(when) = &arm.when else { continue };
+            let target = target_of(arm);
+            for (field, exit_form) in comparisons(when) {
+                let guards = if exit_form {
+                    // `n >= max -> out`: the arm itself leaves the loop.
+                    leaves(target)
+                } else {
+                    // `n < max -> again`: stays in, and a later arm leaves.
+                    !leaves(target) && arms[i + 1..].iter().any(|a| leaves(target_of(a)))
+                };
+                if guards {
                     if let Some(entry) = counters.get_mut(&field) {
                         entry.1.push(ix);
                     }
@@ -160,9 +209,12 @@ fn increments(field: &str, expr: &Value, reducer: Reducer) -> bool {
     }
 }
 
-/// Fields a predicate compares with an order or equality operator (`>=`, `>`, `<=`,
-/// `<`, `==`), on either side, optionally through `| length`.
-pub(crate) fn compared_fields(pred: &str) -> Vec<String> {
+/// Fields a predicate compares with an order or equality operator, optionally
+/// through `| length`, and whether the comparison is in "exit form" — true once the
+/// counter has grown enough (`n >= max`, `n > max`, `n == max`, `max <= n`,
+/// `max < n`) — or in "continue form" — true while it is still small (`n < max`,
+/// `n <= max`, `max > n`, `max >= n`).
+pub(crate) fn comparisons(pred: &str) -> Vec<(String, bool)> {
     let t = tokens(pred);
     let mut out = Vec::new();
     let is_ident = |s: &str| {
@@ -183,12 +235,21 @@ pub(crate) fn compared_fields(pred: &str) -> Vec<String> {
         }
         let after = t.get(j).map(String::as_str);
         let before = if i > 0 { Some(t[i - 1].as_str()) } else { None };
-        let cmp = |s: Option<&str>| matches!(s, Some(">=" | ">" | "==" | "<=" | "<"));
-        if cmp(after) || cmp(before) {
-            out.push(t[i].clone());
+        match (after, before) {
+            (Some(">=" | ">" | "=="), _) | (_, Some("<=" | "<" | "==")) => {
+                out.push((t[i].clone(), true))
+            }
+            (Some("<=" | "<"), _) | (_, Some(">=" | ">")) => out.push((t[i].clone(), false)),
+            _ => {}
         }
     }
     out
+}
+
+/// Names of the fields [`comparisons`] finds.
+#[cfg(test)]
+fn compared_fields(pred: &str) -> Vec<String> {
+    comparisons(pred).into_iter().map(|(f, _)| f).collect()
 }
 
 /// A small tokenizer for predicate analysis: identifiers, numbers, strings (kept
