@@ -24,6 +24,25 @@ fn severity_word(s: Severity) -> &'static str {
     }
 }
 
+/// Makes text safe for a terminal or a workflow log: control characters (other than
+/// tab) are shown as `\u{..}` escapes instead of being written raw.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() && c != '\t' {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 /// `file:line:column` of a span.
 pub fn location(sources: &Sources, span: &Span) -> String {
     format!(
@@ -42,7 +61,7 @@ pub fn human(d: &Diagnostic, sources: &Sources) -> String {
         "{}[{}]: {}",
         severity_word(d.severity),
         d.code.as_str(),
-        d.message
+        printable(&d.message)
     );
     if let Some(span) = &d.span {
         excerpt(&mut out, sources, span, "");
@@ -54,7 +73,7 @@ pub fn human(d: &Diagnostic, sources: &Sources) -> String {
         let _ = writeln!(out, "   = note: in variant `{v}`");
     }
     if let Some(h) = &d.help {
-        let _ = writeln!(out, "   = help: {h}");
+        let _ = writeln!(out, "   = help: {}", printable(h));
     }
     out
 }
@@ -73,7 +92,7 @@ fn excerpt(out: &mut String, sources: &Sources, span: &Span, note: &str) {
     let window_end = (start_col + 100).min(chars.len());
     let shown: String = chars[window_start.min(chars.len())..window_end]
         .iter()
-        .map(|&c| if c == '\t' { ' ' } else { c })
+        .map(|&c| if c.is_control() { ' ' } else { c })
         .collect();
     let width = if span.end_line == span.line && span.end_col > span.col {
         (span.end_col - span.col) as usize
@@ -142,11 +161,12 @@ pub fn github(d: &Diagnostic, sources: &Sources) -> String {
         "title={}",
         gh_escape_prop(&format!("{} {}", d.code.as_str(), d.code.summary()))
     ));
-    let mut msg = d.message.clone();
+    let mut msg = printable(&d.message).into_owned();
     if let Some(v) = &d.variant {
         msg.push_str(&format!(" (variant `{v}`)"));
     }
     if let Some(h) = &d.help {
+        let h = printable(h);
         msg.push_str(&format!("\nhelp: {h}"));
     }
     format!(

@@ -182,6 +182,20 @@ pub fn parse(
         )
         .at(Some(Span::file_start(file)))]);
     }
+    // YAML streams may hold only printable characters; a raw escape character would
+    // also end up in terminal output.
+    if let Some((pos, c)) = text.char_indices().find(|&(_, c)| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r'))
+            || c == '\u{7f}'
+            || ('\u{80}'..='\u{9f}').contains(&c) && c != '\u{85}'
+    }) {
+        let (line, col) = super::source::line_col(text, pos);
+        return Err(vec![Diagnostic::new(
+            Code::YamlSyntax,
+            format!("control character U+{:04X} is not allowed in YAML; write it as an escape in a double-quoted string", c as u32),
+        )
+        .at(Some(Span::point(file, line, col)))]);
+    }
     let mut diags = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: HashMap<usize, Node> = HashMap::new();

@@ -74,8 +74,33 @@ fn finish(
     for name in loaded.spec.variants.keys() {
         match overlay::apply(&loaded, name) {
             Ok(merged) => {
+                // Where the variant changes the spec, to point at from faults that
+                // show up in base lines.
+                let block = loaded.span(&["variants", name]);
+                let sets: Vec<_> = loaded.spec.variants[name]
+                    .set
+                    .keys()
+                    .take(3)
+                    .map(|path| {
+                        (
+                            loaded.key_span(&["variants", name, "set", path]),
+                            path.clone(),
+                        )
+                    })
+                    .collect();
                 for mut d in check(&merged, sources, opts) {
                     d.variant.get_or_insert_with(|| name.clone());
+                    let inside = match (d.span, block) {
+                        (Some(s), Some(b)) => {
+                            s.file == b.file && s.line >= b.line && s.line <= b.end_line
+                        }
+                        _ => false,
+                    };
+                    if !inside {
+                        for (at, path) in &sets {
+                            d = d.label(*at, format!("variant `{name}` sets `{path}` here"));
+                        }
+                    }
                     diagnostics.push(d);
                 }
             }

@@ -118,7 +118,11 @@ fn check_corpus(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diag
         diags.push(
             Diagnostic::new(
                 Code::MissingFile,
-                format!("corpus directory `{corpus}` does not exist"),
+                if path.exists() {
+                    format!("corpus `{corpus}` is a file, not a directory")
+                } else {
+                    format!("corpus directory `{corpus}` does not exist")
+                },
             )
             .at(ls.span(at))
             .help(format!(
@@ -369,7 +373,9 @@ where
         if d <= (name.len().max(3) / 3).max(2) && best.as_ref().is_none_or(|(bd, _)| d < *bd) {
             best = Some((d, c.clone()));
         }
-        all.push(c);
+        if !all.contains(&c) {
+            all.push(c);
+        }
     }
     match best {
         Some((_, c)) => format!("did you mean `{c}`?"),

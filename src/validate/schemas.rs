@@ -70,6 +70,19 @@ pub fn load_schema(
                     .map_err(|d| vec![d])?,
             };
             let text = sources.get(file).text.clone();
+            // `.json` files must be strict JSON (no trailing commas, comments or YAML);
+            // the YAML parser then only supplies the spans.
+            if rel.to_ascii_lowercase().ends_with(".json") {
+                if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+                    let at = Span::point(file, e.line().max(1) as u32, e.column().max(1) as u32);
+                    return Err(vec![Diagnostic::new(
+                        Code::SchemaSyntax,
+                        format!("schema {rel} is not valid JSON: {e}"),
+                    )
+                    .at(Some(at))
+                    .label(span, "schema referenced here")]);
+                }
+            }
             let (schema, spans) = yaml::parse(&text, file, &Limits::default()).map_err(|ds| {
                 ds.into_iter()
                     .map(|mut d| {
