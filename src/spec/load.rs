@@ -278,17 +278,19 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
             .at(Some(Span::file_start(file)))
             .help(format!("start the spec with `version: {SPEC_VERSION}`"))])
         }
-        Some(v) if v.as_u64() != Some(SPEC_VERSION as u64) => return Err(vec![Diagnostic::new(
-            Code::Version,
-            if v.is_number() {
-                format!(
+        Some(v) if v.as_u64() != Some(SPEC_VERSION as u64) => {
+            return Err(vec![Diagnostic::new(
+                Code::Version,
+                if v.is_number() {
+                    format!(
                     "spec version {v} is not supported; this ragloop reads version {SPEC_VERSION}"
                 )
-            } else {
-                format!("`version` must be the integer {SPEC_VERSION}, not {v}")
-            },
-        )
-        .at(spans.value("/version"))]),
+                } else {
+                    format!("`version` must be the integer {SPEC_VERSION}, not {v}")
+                },
+            )
+            .at(spans.value("/version"))])
+        }
         _ => {}
     }
     let mut work = raw.clone();

@@ -56,6 +56,18 @@ pub struct SourceFile {
 #[derive(Debug, Default)]
 pub struct Sources {
     files: Vec<SourceFile>,
+    memo: Memo,
+}
+
+/// Results derived from a file's text (a parsed and checked schema, ...), kept so a
+/// file shared by a spec and its variants is processed once.
+#[derive(Default)]
+struct Memo(std::collections::HashMap<(FileId, &'static str), Box<dyn std::any::Any>>);
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Memo({} entries)", self.0.len())
+    }
 }
 
 impl Sources {
@@ -72,6 +84,28 @@ impl Sources {
             text: text.into(),
         });
         id
+    }
+
+    /// Returns the result of `compute` for (`file`, `kind`), computing it at most once
+    /// per map. `kind` names what is computed (e.g. `"schema"`), so several results
+    /// can hang off one file.
+    pub fn memo<T: Clone + 'static>(
+        &mut self,
+        file: FileId,
+        kind: &'static str,
+        compute: impl FnOnce(&mut Sources) -> T,
+    ) -> T {
+        if let Some(v) = self
+            .memo
+            .0
+            .get(&(file, kind))
+            .and_then(|b| b.downcast_ref::<T>())
+        {
+            return v.clone();
+        }
+        let v = compute(self);
+        self.memo.0.insert((file, kind), Box::new(v.clone()));
+        v
     }
 
     /// Finds an already loaded file by path.

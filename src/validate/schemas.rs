@@ -69,43 +69,67 @@ pub fn load_schema(
                 None => read_text(&path, &shown, sources, span, Limits::default().max_bytes)
                     .map_err(|d| vec![d])?,
             };
-            let text = sources.get(file).text.clone();
-            // `.json` files must be strict JSON (no trailing commas, comments or YAML);
-            // the YAML parser then only supplies the spans.
-            if rel.to_ascii_lowercase().ends_with(".json") {
-                if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
-                    let at = Span::point(file, e.line().max(1) as u32, e.column().max(1) as u32);
-                    return Err(vec![Diagnostic::new(
-                        Code::SchemaSyntax,
-                        format!("schema {rel} is not valid JSON: {e}"),
-                    )
-                    .at(Some(at))
-                    .label(span, "schema referenced here")]);
-                }
-            }
-            let (schema, spans) = yaml::parse(&text, file, &Limits::default()).map_err(|ds| {
+            // Parsed and checked once per file, however many variants use it.
+            let parsed = sources.memo(file, "schema", |sources| {
+                parse_schema_file(sources, file, rel)
+            });
+            let loaded = parsed.map_err(|ds| {
                 ds.into_iter()
-                    .map(|mut d| {
-                        if d.code == Code::YamlSyntax {
-                            d.code = Code::SchemaSyntax;
-                            d.message = format!("schema {rel} does not parse: {}", d.message);
-                        }
-                        d.label(span, "schema referenced here")
-                    })
+                    .map(|d| d.label(span, "schema referenced here"))
                     .collect::<Vec<_>>()
             })?;
-            LoadedSchema {
-                schema,
-                file,
-                spans,
-                prefix: String::new(),
-            }
+            return Ok(loaded);
         }
     };
-    let where_ = || match sref {
-        SchemaRef::File(rel) => format!("schema {rel}"),
-        SchemaRef::Inline(_) => format!("inline schema at `{}`", at.join(".")),
-    };
+    let place = format!("inline schema at `{}`", at.join("."));
+    check_loaded(loaded, &place)
+}
+
+/// Reads, parses and checks a schema file (memoized per file by [`load_schema`]).
+fn parse_schema_file(
+    sources: &mut Sources,
+    file: FileId,
+    rel: &str,
+) -> Result<LoadedSchema, Vec<Diagnostic>> {
+    let text = sources.get(file).text.clone();
+    // `.json` files must be strict JSON (no trailing commas, comments or YAML); the
+    // YAML parser then only supplies the spans.
+    if rel.to_ascii_lowercase().ends_with(".json") {
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+            let at = Span::point(file, e.line().max(1) as u32, e.column().max(1) as u32);
+            return Err(vec![Diagnostic::new(
+                Code::SchemaSyntax,
+                format!("schema {rel} is not valid JSON: {e}"),
+            )
+            .at(Some(at))]);
+        }
+    }
+    let (schema, spans) = yaml::parse(&text, file, &Limits::default()).map_err(|ds| {
+        ds.into_iter()
+            .map(|mut d| {
+                if d.code == Code::YamlSyntax {
+                    d.code = Code::SchemaSyntax;
+                    d.message = format!("schema {rel} does not parse: {}", d.message);
+                }
+                d
+            })
+            .collect::<Vec<_>>()
+    })?;
+    check_loaded(
+        LoadedSchema {
+            schema,
+            file,
+            spans,
+            prefix: String::new(),
+        },
+        &format!("schema {rel}"),
+    )
+}
+
+/// Checks that a loaded schema is a valid JSON Schema (known draft, meta-schema,
+/// compiles). `place` names it in messages.
+fn check_loaded(loaded: LoadedSchema, place: &str) -> Result<LoadedSchema, Vec<Diagnostic>> {
+    let where_ = || place.to_string();
     let root_span = loaded.span("").or(Some(Span::file_start(loaded.file)));
     if !loaded.schema.is_object() && !loaded.schema.is_boolean() {
         return Err(vec![Diagnostic::new(
