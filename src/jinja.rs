@@ -120,6 +120,41 @@ fn cite(doc: JValue) -> JValue {
         .unwrap_or_else(|| JValue::from(""))
 }
 
+/// Marks which bytes of `text` are code, as opposed to the inside of a string literal
+/// (`'...'` or `"..."`, with backslash escapes; the quotes count as literal). The
+/// scanners of this module and of the runtime use it to skip string contents.
+pub fn code_mask(text: &str) -> Vec<bool> {
+    let bytes = text.as_bytes();
+    let mut mask = vec![true; bytes.len()];
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(q) => {
+                mask[i] = false;
+                if b == b'\\' {
+                    if let Some(m) = mask.get_mut(i + 1) {
+                        *m = false;
+                    }
+                    i += 2;
+                    continue;
+                }
+                if b == q {
+                    quote = None;
+                }
+            }
+            None if b == b'"' || b == b'\'' => {
+                mask[i] = false;
+                quote = Some(b);
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    mask
+}
+
 /// Rejects expression text that holds template delimiters (`{{`, `}}`, `{%`, `%}`,
 /// `{#`, `#}`) outside string literals. An expression is the inside of a tag already;
 /// minijinja 2.24's lexer panics on a stray `}}` in an expression (found by
@@ -128,27 +163,18 @@ fn cite(doc: JValue) -> JValue {
 /// # Errors
 /// A message naming the delimiter and its byte offset.
 pub fn check_expression_text(src: &str) -> Result<(), String> {
-    let bytes = src.as_bytes();
-    let mut quote: Option<u8> = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if let Some(q) = quote {
-            if b == b'\\' {
-                i += 2;
-                continue;
-            }
-            if b == q {
-                quote = None;
-            }
-        } else if b == b'"' || b == b'\'' {
-            quote = Some(b);
-        } else if let Some(pair) = src.get(i..i + 2) {
+    let mask = code_mask(src);
+    for i in 0..src.len().saturating_sub(1) {
+        if !(mask[i] && mask[i + 1]) {
+            continue;
+        }
+        if let Some(pair) = src.get(i..i + 2) {
             if matches!(pair, "{{" | "}}" | "{%" | "%}" | "{#" | "#}") {
-                return Err(format!("`{pair}` cannot appear in an expression (offset {i}); write the expression without template delimiters"));
+                return Err(format!(
+                    "`{pair}` cannot appear in an expression (offset {i}); write the expression without template delimiters"
+                ));
             }
         }
-        i += 1;
     }
     Ok(())
 }
@@ -207,6 +233,7 @@ pub fn unknown_names(env: &Environment<'static>, text: &str, template: bool) -> 
     }
     let mut out = Vec::new();
     let bytes = text.as_bytes();
+    let mask = code_mask(text);
     for region in regions {
         if template && text.get(region.start - 1..region.start) == Some("%") {
             let mut k = region.start;
@@ -223,27 +250,14 @@ pub fn unknown_names(env: &Environment<'static>, text: &str, template: bool) -> 
                 }
             }
         }
-        let mut quote: Option<u8> = None;
         let mut i = region.start;
         while i < region.end {
             let b = bytes[i];
-            if let Some(q) = quote {
-                if b == b'\\' {
-                    i += 2;
-                    continue;
-                }
-                if b == q {
-                    quote = None;
-                }
+            if !mask[i] {
                 i += 1;
                 continue;
             }
-            if b == b'"' || b == b'\'' {
-                quote = Some(b);
-            } else if b == b'|'
-                && bytes.get(i + 1) != Some(&b'|')
-                && (i == 0 || bytes[i - 1] != b'|')
-            {
+            if b == b'|' && bytes.get(i + 1) != Some(&b'|') && (i == 0 || bytes[i - 1] != b'|') {
                 if let Some((a, e)) = ident_at(bytes, i + 1) {
                     let name = &text[a..e];
                     let probe = format!("{{{{ none | {name} }}}}");
@@ -316,35 +330,15 @@ pub fn locate_identifier(source: &str, name: &str) -> Option<std::ops::Range<usi
 pub fn find_word(text: &str, name: &str) -> Option<std::ops::Range<usize>> {
     let bytes = text.as_bytes();
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut quote: Option<u8> = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if let Some(q) = quote {
-            if b == b'\\' {
-                i += 2;
-                continue;
-            }
-            if b == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if b == b'"' || b == b'\'' {
-            quote = Some(b);
-            i += 1;
-            continue;
-        }
-        if text[i..].starts_with(name)
-            && (i == 0 || (!is_ident(bytes[i - 1]) && bytes[i - 1] != b'.'))
-            && bytes.get(i + name.len()).is_none_or(|&c| !is_ident(c))
-        {
-            return Some(i..i + name.len());
-        }
-        i += 1;
-    }
-    None
+    let mask = code_mask(text);
+    (0..bytes.len())
+        .find(|&i| {
+            mask[i]
+                && text[i..].starts_with(name)
+                && (i == 0 || (!is_ident(bytes[i - 1]) && bytes[i - 1] != b'.'))
+                && bytes.get(i + name.len()).is_none_or(|&c| !is_ident(c))
+        })
+        .map(|i| i..i + name.len())
 }
 
 #[cfg(test)]

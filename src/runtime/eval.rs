@@ -378,27 +378,19 @@ fn split_segments(src: &str, out: &mut Vec<(String, String)>, level: usize) {
         return;
     }
     let bytes = src.as_bytes();
+    let mask = crate::jinja::code_mask(src);
     let mut depth = 0i32;
-    let mut quote: Option<u8> = None;
     let mut start = 0;
     let mut segments = Vec::new();
     let mut i = 0;
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     while i < bytes.len() {
         let b = bytes[i];
-        if let Some(q) = quote {
-            if b == b'\\' {
-                i += 2;
-                continue;
-            }
-            if b == q {
-                quote = None;
-            }
+        if !mask[i] {
             i += 1;
             continue;
         }
         match b {
-            b'\'' | b'"' => quote = Some(b),
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth -= 1,
             b',' if depth == 0 => {
@@ -455,21 +447,17 @@ fn balanced_outer(t: &str) -> bool {
 
 fn split_comparison(t: &str) -> Option<(String, String)> {
     let bytes = t.as_bytes();
+    let mask = crate::jinja::code_mask(t);
     let mut depth = 0i32;
-    let mut quote: Option<u8> = None;
     let mut found: Option<(usize, usize)> = None;
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        if let Some(q) = quote {
-            if b == q {
-                quote = None;
-            }
+        if !mask[i] {
             i += 1;
             continue;
         }
         match b {
-            b'\'' | b'"' => quote = Some(b),
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth -= 1,
             b'<' | b'>' if depth == 0 => {
