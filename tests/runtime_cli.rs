@@ -323,3 +323,90 @@ fn corpus_flag_overrides_the_spec() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(Path::new(&env.path("cache")).exists());
 }
+
+/// A judge whose score drives a branch: for the type-check tests below.
+fn judge_spec(when: &str, over: &str) -> String {
+    format!(
+        r#"version: 1
+name: judge
+state:
+  schema:
+    type: object
+    properties:
+      question: {{type: string}}
+      grade: {{type: object}}
+      items: {{}}
+      grades: {{type: array}}
+      answer: {{type: string}}
+    required: [question]
+  initial: {{items: "abc"}}
+models:
+  m: {{provider: scripted, params: {{file: fixture.json}}}}
+output: {{answer: answer}}
+entry: fan
+nodes:
+  fan: {{kind: map, over: "{over}", model: m, prompt: {{user: "{{{{ item }}}}"}}, update: {{grades: output}}}}
+  judge: {{kind: llm, model: m, prompt: {{user: "{{{{ question }}}}"}}, schema: {{type: object, properties: {{score: {{}}}}, required: [score]}}, update: {{grade: output}}}}
+  say: {{kind: llm, model: m, prompt: {{user: "{{{{ question }}}}"}}, update: {{answer: output}}}}
+edges:
+  fan: judge
+  judge:
+    - when: "{when}"
+      to: say
+    - else: END
+  say: END
+"#
+    )
+}
+
+#[test]
+fn guarded_comparisons_are_trusted_and_unguarded_mismatches_fail() {
+    // Guarded by a type test: the arm is simply false for a string score.
+    let env = Env::with_spec(
+        &judge_spec("grade.score is number and grade.score > 5", "[]"),
+        json!({"judge": [{"score": "high"}], "say": ["x"]}),
+    );
+    let o = env.cmd().args(["--question", "q"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    // Unguarded: a list (or null) compared with a number is a fault of the data.
+    for score in [json!([1]), json!(null), json!("high")] {
+        let env = Env::with_spec(
+            &judge_spec("grade.score > 5", "[]"),
+            json!({"judge": [{"score": score}], "say": ["x"]}),
+        );
+        let o = env.cmd().args(["--question", "q"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{score}: {}", stderr(&o));
+        assert!(stderr(&o).contains("cannot order"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn map_over_an_expression_that_is_not_a_list_fails() {
+    let env = Env::with_spec(
+        &judge_spec("grade.score > 5", "items if items else []"),
+        json!({"fan": ["a", "b", "c"], "judge": [{"score": 1}], "say": ["x"]}),
+    );
+    let o = env.cmd().args(["--question", "q"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not a list"), "{}", stderr(&o));
+}
+
+#[test]
+fn set_question_and_trace_over_inputs_are_usage_errors() {
+    let env = Env::new(json!({"say": ["ok"]}));
+    let o = env
+        .cmd()
+        .args(["--question", "q", "--set", "question="])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let spec = env.path("spec.yaml");
+    let before = std::fs::read_to_string(&spec).unwrap();
+    let o = env
+        .cmd()
+        .args(["--question", "q", "--trace", &spec])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), before);
+}

@@ -155,6 +155,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
     };
     for (field, _) in &sets {
+        if field == "question" {
+            return usage("--set question: give the question with --question or --input");
+        }
         if !program.state_fields.iter().any(|f| f == field) {
             return usage(format!(
                 "--set {field}: the state has no field `{field}` (fields: {})",
@@ -164,6 +167,14 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     let mut trace_file = None;
     if let Some(path) = &args.trace {
+        // Never truncate the spec or the questions into a trace.
+        let same = |other: &std::path::Path| matches!((path.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        if same(&args.spec) || args.input.as_deref().is_some_and(same) {
+            return usage(format!(
+                "--trace {} would overwrite an input of this run",
+                path.display()
+            ));
+        }
         match std::fs::File::create(path) {
             Ok(f) => trace_file = Some(f),
             Err(e) => return usage(format!("cannot create trace file {}: {e}", path.display())),
@@ -223,6 +234,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 if line.trim().is_empty() {
                     continue;
                 }
+                let line = line.trim_start_matches('\u{feff}');
                 let parsed: Result<(Option<Value>, String), String> =
                     match serde_json::from_str::<Value>(line) {
                         Ok(Value::String(q)) => Ok((None, q)),
@@ -281,8 +293,21 @@ pub fn run(args: RunArgs) -> ExitCode {
                 if let Some(obj) = v.as_object_mut() {
                     obj.insert("line".into(), json!(lineno));
                 }
-                let _ = writeln!(stdout, "{v}");
-                let _ = stdout.flush();
+                // A closed stdout (`| head`) ends the batch: nobody reads the rest, and
+                // with a paid provider it would keep spending.
+                if writeln!(stdout, "{v}")
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    eprintln!("ragloop run: stdout closed; stopping after line {lineno}");
+                    return ExitCode::from(worst.map_or(result.status.exit_code(), |w| {
+                        if result.status.severity() > w.severity() {
+                            result.status.exit_code()
+                        } else {
+                            w.exit_code()
+                        }
+                    }));
+                }
                 if worst.is_none_or(|w| result.status.severity() > w.severity()) {
                     worst = Some(result.status);
                 }

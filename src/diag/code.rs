@@ -165,6 +165,9 @@ codes! {
     /// A branch arm after an always-true predicate can never be taken; remove it or
     /// fix the predicate before it.
     ShadowedArm = "W001", "branch arm can never be taken";
+    /// The spec names no `output.answer` field, so no run can end with status
+    /// `generated`: every run that reaches END counts as `exhausted`.
+    NoAnswerField = "W002", "no output.answer";
 }
 
 /// The code reference as Markdown (published as docs/diagnostics.md; a test keeps the

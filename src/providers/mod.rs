@@ -95,14 +95,6 @@ pub trait Provider: Send + Sync {
     /// The provider's name as written in specs (`offline`, `scripted`, ...).
     fn name(&self) -> &'static str;
 
-    /// Whether the provider reads the rendered prompts (`LlmRequest::messages`).
-    /// Providers that answer from the task and its inputs (`offline`) or from fixtures
-    /// (`scripted`) return false, and the runtime skips rendering prompts for them;
-    /// their requests carry no messages.
-    fn reads_prompts(&self) -> bool {
-        true
-    }
-
     /// Answers one request.
     fn call<'a>(&'a self, req: &'a LlmRequest)
         -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;

@@ -159,12 +159,6 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
-    /// Answers come from the fixture, so prompts are rendered only when the provider
-    /// records requests (tests that inspect the prompts).
-    fn reads_prompts(&self) -> bool {
-        self.record
-    }
-
     fn call<'a>(
         &'a self,
         req: &'a LlmRequest,

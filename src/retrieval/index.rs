@@ -50,6 +50,9 @@ struct Fields {
 }
 
 /// An open BM25 index over one corpus. Cheap to share across threads (`Send + Sync`);
+/// Most query terms a search uses (the rest of a very long query is ignored).
+pub const MAX_QUERY_TERMS: usize = 256;
+
 /// searches take `&self`.
 pub struct Index {
     reader: IndexReader,
@@ -359,7 +362,7 @@ impl Index {
 
     /// BM25 search. `query` is free text: it is analyzed into terms and matched as a
     /// disjunction over content, headings and title; no query syntax is interpreted, so
-    /// any text is accepted. Returns at most `top_k` documents ordered by score
+    /// any text is accepted. Only the first [`MAX_QUERY_TERMS`] terms count. Returns at most `top_k` documents ordered by score
     /// descending, then id ascending; each carries its stored metadata plus `score`
     /// (f64). A query with no terms (empty, punctuation or stop words only) or
     /// `top_k == 0` returns an empty list.
@@ -368,7 +371,10 @@ impl Index {
     /// [`RetrievalError::Tantivy`] if the index cannot be read,
     /// [`RetrievalError::Corrupt`] if a stored document cannot be decoded.
     pub fn search(&self, query: &str, top_k: usize) -> Result<Vec<Document>, RetrievalError> {
-        let terms = self.analyze(query);
+        let mut terms = self.analyze(query);
+        // A pasted document as a question must not turn into a query of thousands of
+        // clauses: keep the first MAX_QUERY_TERMS terms (repeats count, as they weigh).
+        terms.truncate(MAX_QUERY_TERMS);
         if terms.is_empty() || top_k == 0 {
             return Ok(Vec::new());
         }

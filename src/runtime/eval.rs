@@ -132,11 +132,14 @@ impl Expr {
         for (l, r, text) in &self.comparisons {
             // Operands that do not evaluate on their own (short-circuit guards) are skipped.
             if let (Ok(a), Ok(b)) = (l.eval_jinja(scope), r.eval_jinja(scope)) {
-                let num = |v: &JValue| v.is_number();
-                let text_like = |v: &JValue| v.as_str().is_some();
-                if (num(&a) && text_like(&b)) || (text_like(&a) && num(&b)) {
+                // minijinja orders any two values; ordering is only meaningful between
+                // two numbers or two strings, so anything else is a fault of the data
+                // (a model that answered null, a list, or text where a number belongs).
+                let orderable = (a.is_number() && b.is_number())
+                    || (a.as_str().is_some() && b.as_str().is_some());
+                if !orderable {
                     return Err(format!(
-                        "cannot order {text}: one is a {}, the other a {}",
+                        "cannot order {text}: a {} and a {}",
                         a.kind(),
                         b.kind()
                     ));
@@ -285,7 +288,19 @@ impl Engine {
             .env
             .compile_expression_owned(source.to_string())
             .map_err(|e| format!("`{source}`: {}", describe(&e)))?;
-        let comparisons = comparison_operands(source)
+        // A predicate that tests types or branches itself (`x is number and x > 5`,
+        // `x > 5 if x is defined else false`) guards its own comparisons; the operand
+        // check below evaluates operands without short-circuiting, so it would reject
+        // exactly the guarded form. Such predicates are trusted as written.
+        let guarded = ["is", "if"]
+            .iter()
+            .any(|w| crate::jinja::find_word(source, w).is_some());
+        let comparisons = if guarded {
+            Vec::new()
+        } else {
+            comparison_operands(source)
+        };
+        let comparisons = comparisons
             .into_iter()
             .filter_map(|(l, r)| {
                 let text = format!("`{l}` and `{r}`");

@@ -152,6 +152,10 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
             known.join(", ")
         )
     })?;
+    if m.provider != kind {
+        // Parameters belong to the provider they were written for.
+        m.params.clear();
+    }
     m.provider = kind;
     if let Some(model) = model.filter(|m| !m.is_empty()) {
         m.model = Some(model.to_string());
@@ -223,6 +227,20 @@ pub fn load_program(
     };
     for m in models {
         apply_model_override(&mut loaded, m).map_err(LoadError::Usage)?;
+    }
+    if !models.is_empty() {
+        // An override can make a spec invalid (an offline model on a node without a
+        // task, ...): check again before anything runs.
+        let errors: Vec<Diagnostic> = crate::validate::check(&loaded, &mut sources, &opts)
+            .into_iter()
+            .filter(|d| d.is_error())
+            .collect();
+        if !errors.is_empty() {
+            let mut text =
+                crate::diag::render::render(&errors, &sources, crate::diag::render::Format::Human);
+            text.push_str(&format!("(after --model {})\n", models.join(" --model ")));
+            return Err(LoadError::Invalid(text));
+        }
     }
     Program::compile(&loaded).map_err(LoadError::Compile)
 }

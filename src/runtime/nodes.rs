@@ -163,8 +163,7 @@ pub(super) async fn exec(
         }
         Body::Llm(call) => {
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let prompts = provider.reads_prompts();
-            let (req, inputs) = request(node, call, mirror, state, None, prompts).map_err(plain)?;
+            let (req, inputs) = request(node, call, mirror, state, None).map_err(plain)?;
             let first = provider.call(&req);
             let mut stats = LlmStats::default();
             let out = complete(provider, call, &req, first, &mut stats)
@@ -204,6 +203,14 @@ pub(super) async fn exec(
                     let list = over
                         .eval(&Scope::make(mirror, Vec::new()))
                         .map_err(|e| plain(format!("over `{}`: {e}", over.source)))?;
+                    // Strings and maps are iterable in templates, but fanning out over
+                    // characters or keys is never what a spec means.
+                    if !matches!(
+                        list.kind(),
+                        minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Iterable
+                    ) {
+                        return Err(not_list(format!("it is {}", list.kind())));
+                    }
                     let mut out = Vec::new();
                     for v in list
                         .try_iter()
@@ -215,11 +222,10 @@ pub(super) async fn exec(
                     out
                 }
             };
-            let prompts = provider.reads_prompts();
             let mut reqs = Vec::with_capacity(items.len());
             for (i, item) in items.into_iter().enumerate() {
                 reqs.push(
-                    request(node, call, mirror, state, Some((i, item)), prompts)
+                    request(node, call, mirror, state, Some((i, item)))
                         .map_err(|e| plain(format!("item {i}: {e}")))?
                         .0,
                 );
@@ -274,15 +280,16 @@ fn provider<'r>(res: &'r Resources, call: &LlmProg) -> Result<&'r Arc<dyn Provid
 
 pub(super) type Inputs = Vec<(Arc<str>, JValue)>;
 
-/// Evaluates the inputs and, when the provider reads them (`prompts`), renders the
-/// prompts of one call.
+/// Evaluates the inputs and renders the prompts of one call. Prompts are rendered
+/// for every provider, even those that answer from the task (offline) or from
+/// fixtures (scripted), so an offline run catches the template faults a real model's
+/// run would hit.
 pub(super) fn request(
     node: &NodeProg,
     call: &LlmProg,
     mirror: &Arc<Mirror>,
     state: &Value,
     item: Option<(usize, (JValue, Value))>,
-    prompts: bool,
 ) -> Result<(LlmRequest, Inputs), String> {
     let mut extra: Inputs = Vec::with_capacity(call.inputs.len() + 2);
     if let Some((i, (v, _))) = &item {
@@ -310,26 +317,24 @@ pub(super) fn request(
         inputs.push((Arc::clone(input), v));
     }
     drop(base);
-    let mut messages = Vec::new();
-    if prompts {
-        extra.extend(inputs.iter().cloned());
-        let scope = Scope::make(mirror, extra);
-        if let Some(t) = &call.system {
-            messages.push(Message {
-                role: "system".into(),
-                content: t
-                    .render(&scope)
-                    .map_err(|e| format!("system prompt: {e}"))?,
-            });
-        }
+    let mut messages = Vec::with_capacity(2);
+    extra.extend(inputs.iter().cloned());
+    let scope = Scope::make(mirror, extra);
+    if let Some(t) = &call.system {
         messages.push(Message {
-            role: "user".into(),
-            content: call
-                .user
+            role: "system".into(),
+            content: t
                 .render(&scope)
-                .map_err(|e| format!("user prompt: {e}"))?,
+                .map_err(|e| format!("system prompt: {e}"))?,
         });
     }
+    messages.push(Message {
+        role: "user".into(),
+        content: call
+            .user
+            .render(&scope)
+            .map_err(|e| format!("user prompt: {e}"))?,
+    });
     let req = LlmRequest {
         node: node.name.clone(),
         item: item.map(|(i, _)| i),
@@ -442,9 +447,12 @@ async fn complete(
         });
         let resp = {
             let fut = provider.call(req);
-            timed(fut, call, stats)
-                .await
-                .map_err(|e| provider_error(call, e))?
+            timed(fut, call, stats).await.map_err(|e| {
+                format!(
+                    "structured output does not match the schema ({violation}); repair turn {repairs} failed: {}",
+                    provider_error(call, e)
+                )
+            })?
         };
         output = resp.output;
     }

@@ -80,6 +80,16 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
     }
     let graph_ok = diags[before..].is_empty();
 
+    if spec.output.answer.is_none() {
+        diags.push(
+            Diagnostic::new(
+                Code::NoAnswerField,
+                "the spec names no `output.answer` field: no run can end as `generated`",
+            )
+            .at(ls.key_span(&["name"]))
+            .help("add `output: {answer: <state field holding the answer>}`"),
+        );
+    }
     for (i, name) in spec.output.fallback.iter().enumerate() {
         if !spec.nodes.contains_key(name) {
             diags.push(

@@ -333,11 +333,6 @@ impl Provider for OfflineProvider {
         "offline"
     }
 
-    /// Answers from the task and its inputs: prompts are not read.
-    fn reads_prompts(&self) -> bool {
-        false
-    }
-
     fn call<'a>(
         &'a self,
         req: &'a LlmRequest,
