@@ -18,7 +18,7 @@ pub const EXIT_USAGE: u8 = 2;
 #[command(
     name = "ragloop",
     version,
-    about = "Validate, run and A/B test agentic RAG graphs written as YAML specs."
+    about = "Validate, draw, index and run agentic RAG graphs written as YAML specs."
 )]
 struct Cli {
     #[command(subcommand)]
