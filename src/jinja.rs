@@ -205,6 +205,11 @@ fn ident_at(bytes: &[u8], mut i: usize) -> Option<(usize, usize)> {
     (i > start && !bytes[start].is_ascii_digit()).then_some((start, i))
 }
 
+/// Whether rendering the one-tag `probe` fails with `kind` (an unknown filter or test).
+fn is_unknown(env: &Environment<'static>, probe: &str, kind: ErrorKind) -> bool {
+    matches!(env.render_str(probe, ()), Err(err) if err.kind() == kind)
+}
+
 /// Scans code (an expression, or the inside of template tags when `template` is true)
 /// for filters and tests the environment lacks, and for tags prompts cannot use.
 /// Names are checked by asking `env` itself, so custom filters count as known.
@@ -260,9 +265,11 @@ pub fn unknown_names(env: &Environment<'static>, text: &str, template: bool) -> 
             if b == b'|' && bytes.get(i + 1) != Some(&b'|') && (i == 0 || bytes[i - 1] != b'|') {
                 if let Some((a, e)) = ident_at(bytes, i + 1) {
                     let name = &text[a..e];
-                    let probe = format!("{{{{ none | {name} }}}}");
-                    if matches!(env.render_str(&probe, ()), Err(err) if err.kind() == ErrorKind::UnknownFilter)
-                    {
+                    if is_unknown(
+                        env,
+                        &format!("{{{{ none | {name} }}}}"),
+                        ErrorKind::UnknownFilter,
+                    ) {
                         out.push(UnknownName {
                             what: "filter",
                             name: name.to_string(),
@@ -282,9 +289,11 @@ pub fn unknown_names(env: &Environment<'static>, text: &str, template: bool) -> 
                 }
                 if let Some((a, e)) = ident_at(bytes, k) {
                     let name = &text[a..e];
-                    let probe = format!("{{{{ none is {name} }}}}");
-                    if matches!(env.render_str(&probe, ()), Err(err) if err.kind() == ErrorKind::UnknownTest)
-                    {
+                    if is_unknown(
+                        env,
+                        &format!("{{{{ none is {name} }}}}"),
+                        ErrorKind::UnknownTest,
+                    ) {
                         out.push(UnknownName {
                             what: "test",
                             name: name.to_string(),

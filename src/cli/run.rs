@@ -247,25 +247,15 @@ pub fn run(args: RunArgs) -> ExitCode {
                         }
                         Err(e) => Err(format!("not JSON: {e}")),
                     };
-                let (id, q) = match parsed {
-                    Ok((id, q)) if !q.trim().is_empty() => (id, q),
-                    Ok(_) => {
-                        bad_lines += 1;
-                        eprintln!(
-                            "ragloop run: {}:{lineno}: the question is empty",
-                            args.input
-                                .as_deref()
-                                .unwrap_or_else(|| std::path::Path::new(""))
-                                .display()
-                        );
-                        let _ = writeln!(
-                            stdout,
-                            "{}",
-                            json!({"line": lineno, "status": "failed", "error": "the question is empty"})
-                        );
-                        let _ = stdout.flush();
-                        continue;
+                let parsed = parsed.and_then(|(id, q)| {
+                    if q.trim().is_empty() {
+                        Err("the question is empty".to_string())
+                    } else {
+                        Ok((id, q))
                     }
+                });
+                let (id, q) = match parsed {
+                    Ok(v) => v,
                     Err(e) => {
                         bad_lines += 1;
                         eprintln!(
