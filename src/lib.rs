@@ -21,6 +21,7 @@
 
 pub mod diag;
 pub mod graph;
+pub mod http;
 pub mod jinja;
 pub mod providers;
 pub mod retrieval;

@@ -1,0 +1,374 @@
+//! HTTP shared by the network providers (`openai`, `anthropic`), the embeddings
+//! client and the web-search tools: one pooled [`reqwest::Client`], one call with a
+//! per-attempt timeout, and retries with jittered exponential backoff
+//! ([`backon`]).
+//!
+//! Which failures are retried (the rule every network caller follows):
+//!
+//! | failure | retried |
+//! |---|---|
+//! | timeout, connection refused or reset, body cut short | yes |
+//! | 408, 429, 500–599 (Anthropic's 529 "overloaded" included) | yes, after `Retry-After` when the server sends one |
+//! | any other 4xx (400 bad request, 401 bad key, 404 unknown model, ...) | no: fails at once with the server's own message |
+//!
+//! Secrets (API keys) handed to [`CallPolicy::secrets`] are replaced by
+//! `[redacted]` in every message this module produces, so a key never reaches a
+//! trace, a report or the terminal through an error.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ragloop::http::HttpError> {
+//! use ragloop::http::{client, send, CallPolicy};
+//! let policy = CallPolicy::default();
+//! let resp = send(|| client().get("http://127.0.0.1:8080/search?q=rust&format=json"), &policy).await?;
+//! assert_eq!(resp.status, 200);
+//! # Ok(()) }
+//! ```
+use backon::{ExponentialBuilder, Retryable};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+/// The process-wide HTTP client (connection pool shared by every model and tool).
+/// Timeouts are set per request by [`send`], not on the client.
+pub fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .user_agent(concat!("ragloop/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new())
+    })
+}
+
+/// How one logical call is made: timeout of each attempt, retries, backoff bounds.
+#[derive(Clone, Debug)]
+pub struct CallPolicy {
+    /// Attempts after the first one, for transient failures only.
+    pub retries: u32,
+    /// Timeout of one attempt (connect, send and read the whole body).
+    pub timeout: Duration,
+    /// First backoff delay (doubled after every attempt, with jitter).
+    pub min_delay: Duration,
+    /// Longest backoff delay.
+    pub max_delay: Duration,
+    /// Longest `Retry-After` honoured; a server asking for more fails the call with
+    /// its wait named, rather than parking the run.
+    pub max_retry_after: Duration,
+    /// Strings that must never appear in a message (API keys).
+    pub secrets: Vec<String>,
+}
+
+impl Default for CallPolicy {
+    /// 2 retries, 60 s per attempt, backoff 0.5 s → 8 s, `Retry-After` up to 120 s.
+    fn default() -> CallPolicy {
+        CallPolicy {
+            retries: 2,
+            timeout: Duration::from_secs(60),
+            min_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(120),
+            secrets: Vec::new(),
+        }
+    }
+}
+
+impl CallPolicy {
+    /// Replaces every secret in `text` with `[redacted]`.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in self.secrets.iter().filter(|s| s.len() >= 4) {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+}
+
+/// A response with a 2xx status.
+#[derive(Clone, Debug)]
+pub struct HttpResponse {
+    /// HTTP status (200–299).
+    pub status: u16,
+    /// The body, as text (lossy UTF-8).
+    pub body: String,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
+    /// Attempts made (1 when the first one succeeded).
+    pub attempts: u32,
+}
+
+/// Why a call failed, after retries.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum HttpError {
+    /// A failure a retry could fix (timeout, reset, 408/429/5xx); returned once the
+    /// retries are spent.
+    #[error("{message}")]
+    Transient {
+        /// What happened, with the server's message when it sent one.
+        message: String,
+        /// The server's `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+    /// A failure a retry cannot fix (other 4xx, a `Retry-After` beyond the limit).
+    #[error("{message}")]
+    Permanent {
+        /// HTTP status, when there was a response.
+        status: Option<u16>,
+        /// What happened, with the server's message when it sent one.
+        message: String,
+    },
+}
+
+impl HttpError {
+    /// Whether a retry could help.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, HttpError::Transient { .. })
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HttpError::Transient { retry_after, .. } => *retry_after,
+            HttpError::Permanent { .. } => None,
+        }
+    }
+
+    fn with_attempts(self, attempts: u32) -> HttpError {
+        if attempts <= 1 {
+            return self;
+        }
+        match self {
+            HttpError::Transient {
+                message,
+                retry_after,
+            } => HttpError::Transient {
+                message: format!("{message} (gave up after {attempts} attempts)"),
+                retry_after,
+            },
+            p => p,
+        }
+    }
+}
+
+/// Sends the request `build` makes (called once per attempt) under `policy`, and
+/// returns the 2xx response or the classified failure (see the module docs).
+///
+/// # Errors
+/// [`HttpError::Permanent`] at once for non-retryable statuses (with the server's
+/// `error.message`, `message` or `error` field, else the start of its body);
+/// [`HttpError::Transient`] when the retries are spent.
+pub async fn send<F>(build: F, policy: &CallPolicy) -> Result<HttpResponse, HttpError>
+where
+    F: Fn() -> reqwest::RequestBuilder,
+{
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(policy.min_delay)
+        .with_max_delay(policy.max_delay)
+        .with_max_times(policy.retries as usize)
+        .with_jitter();
+    let result = (|| async {
+        attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        attempt(build(), policy).await
+    })
+    .retry(backoff)
+    .when(HttpError::is_transient)
+    // Honour the server's wait; stop when the backoff is spent (`None`).
+    .adjust(|e: &HttpError, d| d.map(|d| e.retry_after().unwrap_or(d)))
+    .await;
+    let n = attempts.load(std::sync::atomic::Ordering::Relaxed);
+    match result {
+        Ok(mut r) => {
+            r.attempts = n;
+            Ok(r)
+        }
+        Err(e) => Err(e.with_attempts(n)),
+    }
+}
+
+async fn attempt(
+    req: reqwest::RequestBuilder,
+    policy: &CallPolicy,
+) -> Result<HttpResponse, HttpError> {
+    let secs = policy.timeout.as_secs_f64();
+    let transient = |message: String| HttpError::Transient {
+        message: policy.redact(&message),
+        retry_after: None,
+    };
+    let resp = match req.timeout(policy.timeout).send().await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => {
+            return Err(transient(format!("no answer within {secs} s (timeout)")))
+        }
+        Err(e) if e.is_connect() => {
+            return Err(transient(format!("cannot connect: {}", error_chain(&e))))
+        }
+        Err(e) if e.is_builder() => {
+            return Err(HttpError::Permanent {
+                status: None,
+                message: policy.redact(&format!("bad request URL or header: {}", error_chain(&e))),
+            })
+        }
+        Err(e) => return Err(transient(format!("request failed: {}", error_chain(&e)))),
+    };
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    let body = match resp.bytes().await {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.is_timeout() => {
+            return Err(transient(format!(
+                "HTTP {status}: body not received within {secs} s (timeout)"
+            )))
+        }
+        Err(e) => {
+            return Err(transient(format!(
+                "HTTP {status}: body cut short: {}",
+                error_chain(&e)
+            )))
+        }
+    };
+    if (200..300).contains(&status) {
+        return Ok(HttpResponse {
+            status,
+            body,
+            content_type,
+            attempts: 1,
+        });
+    }
+    let message = policy.redact(&format!("HTTP {status}: {}", server_message(&body)));
+    let retryable = matches!(status, 408 | 429) || (500..600).contains(&status);
+    if !retryable {
+        return Err(HttpError::Permanent {
+            status: Some(status),
+            message,
+        });
+    }
+    if let Some(ra) = retry_after.filter(|ra| *ra > policy.max_retry_after) {
+        return Err(HttpError::Permanent {
+            status: Some(status),
+            message: format!(
+                "{message} (the server asks to wait {} s, more than the {} s allowed)",
+                ra.as_secs(),
+                policy.max_retry_after.as_secs()
+            ),
+        });
+    }
+    Err(HttpError::Transient {
+        message,
+        retry_after,
+    })
+}
+
+/// `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(s) = v.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(1e6)));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// The server's own error message from an error body: `error.message` (OpenAI,
+/// Anthropic), `error` as a string, `message` or `detail`; else the start of the body
+/// with whitespace collapsed (HTML pages included), or `empty body`.
+pub fn server_message(body: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
+        let pick = v
+            .pointer("/error/message")
+            .or_else(|| v.get("error").filter(|e| e.is_string()))
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("detail"));
+        if let Some(m) = pick {
+            return clip(
+                m.as_str()
+                    .map_or_else(|| m.to_string(), str::to_string)
+                    .as_str(),
+                300,
+            );
+        }
+    }
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.is_empty() {
+        "empty body".into()
+    } else {
+        clip(&flat, 300)
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}...", s.chars().take(n).collect::<String>())
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        src = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn server_messages() {
+        assert_eq!(
+            server_message(r#"{"error":{"message":"Incorrect API key","type":"x"}}"#),
+            "Incorrect API key"
+        );
+        assert_eq!(
+            server_message(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(
+            server_message("<html>\n<body> Bad  Gateway </body></html>"),
+            "<html> <body> Bad Gateway </body></html>"
+        );
+        assert_eq!(server_message("  "), "empty body");
+    }
+
+    #[test]
+    fn redaction() {
+        let p = CallPolicy {
+            secrets: vec!["sk-secret-123".into()],
+            ..CallPolicy::default()
+        };
+        assert_eq!(p.redact("bad key sk-secret-123!"), "bad key [redacted]!");
+    }
+}
