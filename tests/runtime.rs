@@ -567,6 +567,7 @@ fn transient_failures_are_retried() {
                     Ok(LlmResponse {
                         output: json!("fine"),
                         usage: Usage::default(),
+                        ..Default::default()
                     })
                 }
             })

@@ -65,14 +65,18 @@ impl Usage {
     }
 }
 
-/// What a provider returned.
-#[derive(Clone, Debug, PartialEq)]
+/// What a provider returned. Build it with `..Default::default()` for the fields you
+/// do not set, so new fields do not break providers.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LlmResponse {
     /// A JSON string for text output; the parsed object for structured output
     /// (validated by the runtime, not the provider).
     pub output: Value,
     /// Usage of the call.
     pub usage: Usage,
+    /// True when no model was called: the answer came from the response cache or a
+    /// cassette (its usage is the recorded call's, its cost is not spent again).
+    pub cached: bool,
 }
 
 /// Why a call failed.

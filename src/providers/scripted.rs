@@ -193,6 +193,7 @@ impl Provider for ScriptedProvider {
                     output_tokens,
                     cost_usd,
                 },
+                ..Default::default()
             })
         })
     }

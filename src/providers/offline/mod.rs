@@ -370,6 +370,7 @@ impl Provider for OfflineProvider {
                     output_tokens,
                     cost_usd: 0.0,
                 },
+                ..Default::default()
             })
         })
     }
