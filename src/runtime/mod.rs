@@ -130,14 +130,36 @@ impl std::fmt::Display for LoadError {
     }
 }
 
-/// Applies `--model NAME=PROVIDER[:MODEL]` to a loaded spec.
+/// Applies `--model NAME=PROVIDER[:MODEL][@BASE_URL]` to a loaded spec.
+///
+/// - `PROVIDER` replaces the model's provider; when it changes, the model's
+///   `params`, `base_url`, `api_key_env` and `structured_output` are dropped (they
+///   belong to the provider they were written for);
+/// - `:MODEL` replaces the model name (everything after the first `:`, so Ollama
+///   tags such as `llama3.1:8b` work);
+/// - `@BASE_URL` (an `http://` or `https://` address) replaces `base_url`, e.g.
+///   `--model grader=openai:qwen2.5:7b@http://localhost:11434/v1`.
 ///
 /// # Errors
-/// A usage message for a malformed argument, an unknown model or provider.
+/// A usage message for a malformed argument, an unknown model or provider, a
+/// `@` suffix that is not an http(s) URL.
 pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), String> {
     let (name, rest) = arg
         .split_once('=')
-        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL]"))?;
+        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL][@BASE_URL]"))?;
+    let (rest, base_url) = match rest.find("@http://").or_else(|| rest.find("@https://")) {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None if rest.contains('@') => {
+            return Err(format!(
+                "`--model {arg}`: the part after `@` must be an http:// or https:// base URL"
+            ))
+        }
+        None => (rest, None),
+    };
+    if let Some(b) = base_url {
+        crate::providers::openai::endpoint(name, Some(b))
+            .map_err(|e| format!("`--model {arg}`: {e}"))?;
+    }
     let (prov, model) = match rest.split_once(':') {
         Some((p, m)) => (p, Some(m)),
         None => (rest, None),
@@ -153,12 +175,18 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
         )
     })?;
     if m.provider != kind {
-        // Parameters belong to the provider they were written for.
+        // These belong to the provider they were written for.
         m.params.clear();
+        m.base_url = None;
+        m.api_key_env = None;
+        m.structured_output = None;
     }
     m.provider = kind;
     if let Some(model) = model.filter(|m| !m.is_empty()) {
         m.model = Some(model.to_string());
+    }
+    if let Some(b) = base_url {
+        m.base_url = Some(b.to_string());
     }
     Ok(())
 }

@@ -48,6 +48,9 @@ pub struct LlmStats {
     pub cost_usd: f64,
     /// Wall time spent waiting for the provider, summed over calls, in ms.
     pub latency_ms: f64,
+    /// True when a call's token counts were estimated (the server sent no usage).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub usage_estimated: bool,
 }
 
 /// One executed step.
