@@ -164,7 +164,10 @@ pub fn crag_answer(body: &Value) -> Value {
     match tool.as_deref() {
         Some("GradingResult") => openai_tool_call(
             "GradingResult",
-            json!(r#"{"document_id": "", "binary_score": "yes", "confidence": 0.9}"#),
+            json!(
+                json!({"document_id": passage_id(body), "binary_score": "yes", "confidence": 0.9})
+                    .to_string()
+            ),
         ),
         Some("AnswerGrade") => openai_tool_call(
             "AnswerGrade",
@@ -173,6 +176,21 @@ pub fn crag_answer(body: &Value) -> Value {
         Some(other) => openai_tool_call(other, json!({})),
         None => openai_text("Cargo check checks the code without building it. [a.md]"),
     }
+}
+
+/// The id of the passage a CRAG grading prompt shows (`Passage ID (from ...`).
+pub fn passage_id(body: &Value) -> String {
+    let user = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    user.split("Passage ")
+        .nth(1)
+        .and_then(|r| r.split(" (from").next())
+        .unwrap_or("")
+        .to_string()
 }
 
 impl Respond for CragOpenAi {
