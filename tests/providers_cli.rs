@@ -220,3 +220,64 @@ fn a_planted_key_never_reaches_any_output() {
         }
     }
 }
+
+#[test]
+fn cost_in_trace_json_verbose_and_summary() {
+    let rt = rt();
+    let server = rt.block_on(MockServer::start());
+    rt.block_on(
+        Mock::given(wiremock::matchers::method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(openai_text("fine")))
+            .mount(&server),
+    );
+    // 11 tokens in at $2/M, 7 out at $10/M.
+    let p = project(
+        &format!(
+            "provider: openai, model: m1, base_url: '{}', price: {{input_per_mtok: 2, output_per_mtok: 10}}",
+            server.uri()
+        ),
+        false,
+    );
+    let want = (11.0 * 2.0 + 7.0 * 10.0) / 1e6;
+    let trace = p.dir.path().join("t.jsonl");
+    let out = Command::cargo_bin("ragloop")
+        .unwrap()
+        .arg("run")
+        .arg(&p.spec)
+        .args(["--question", "q", "--json", "--verbose", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        (v["usage"]["cost_usd"].as_f64().unwrap() - want).abs() < 1e-12,
+        "{v}"
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!((lines[0]["llm"]["cost_usd"].as_f64().unwrap() - want).abs() < 1e-12);
+    assert_eq!(lines[0]["llm"]["input_tokens"], json!(11));
+    assert!((lines[1]["usage"]["cost_usd"].as_f64().unwrap() - want).abs() < 1e-12);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("$0.000092")
+            && err.contains("usage: 1 call(s), 11 tokens in, 7 out, $0.000092"),
+        "{err}"
+    );
+    let human = Command::cargo_bin("ragloop")
+        .unwrap()
+        .arg("run")
+        .arg(&p.spec)
+        .args(["--question", "q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("Usage: 1 call(s), 11 tokens in, 7 out, $0.000092"),
+        "{text}"
+    );
+}

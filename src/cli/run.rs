@@ -101,6 +101,10 @@ fn print_human(r: &RunResult) {
         r.iterations
     );
     let _ = writeln!(out, "Status: {}", r.status);
+    // Paid runs say what they cost.
+    if r.usage.cost_usd > 0.0 {
+        let _ = writeln!(out, "Usage: {}", r.usage.summary());
+    }
     if let Some(e) = &r.error {
         eprintln!("ragloop run: {e}");
     }

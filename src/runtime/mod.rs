@@ -59,8 +59,30 @@ pub struct RunUsage {
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars.
+    /// Cost in US dollars (from the models' `price`; 0 without prices).
     pub cost_usd: f64,
+    /// True when some call's token counts were estimated (the server reported no
+    /// usage); absent from JSON when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl RunUsage {
+    /// One line for people: `4 call(s), 1200 tokens in, 85 out, $0.000231`
+    /// (`, estimated` when some counts are estimates; the cost only when priced).
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} call(s), {} tokens in, {} out",
+            self.calls, self.input_tokens, self.output_tokens
+        );
+        if self.cost_usd > 0.0 {
+            s.push_str(&format!(", ${:.6}", self.cost_usd));
+        }
+        if self.estimated {
+            s.push_str(" (token counts partly estimated)");
+        }
+        s
+    }
 }
 
 /// What a run returns.
