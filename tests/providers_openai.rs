@@ -597,3 +597,38 @@ fn requests_per_minute_limit_waits() {
         );
     });
 }
+
+#[test]
+fn model_override_with_base_url() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let models = vec![
+        "grader=openai:llama3.1:8b@http://localhost:11434".to_string(),
+        "generator=anthropic:claude-x".to_string(),
+    ];
+    let p = ragloop::runtime::load_program(&repo.join("graphs/crag.yaml"), None, &models)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let g = &p.loaded.spec.models["grader"];
+    assert_eq!(g.model.as_deref(), Some("llama3.1:8b"));
+    assert_eq!(g.base_url.as_deref(), Some("http://localhost:11434"));
+    assert!(g.params.is_empty(), "offline params dropped");
+    // A local server needs no key.
+    assert!(ragloop::providers::api_key("grader", g).unwrap().is_none());
+    let gen = &p.loaded.spec.models["generator"];
+    assert_eq!(gen.model.as_deref(), Some("claude-x"));
+    assert!(gen.base_url.is_none());
+    for bad in [
+        "grader=openai:m@localhost:1",
+        "grader=openai:m@ftp://h",
+        "grader=openai:m@http://",
+    ] {
+        match ragloop::runtime::load_program(
+            &repo.join("graphs/crag.yaml"),
+            None,
+            &[bad.to_string()],
+        ) {
+            Err(ragloop::runtime::LoadError::Usage(m)) => assert!(m.contains(bad), "{m}"),
+            Err(e) => panic!("{bad}: {e}"),
+            Ok(_) => panic!("{bad} accepted"),
+        }
+    }
+}
