@@ -127,6 +127,7 @@ pub(super) async fn exec(
                 .ok_or_else(|| plain(format!("retriever `{retriever}` is not open")))?;
             let docs = r
                 .search(&q, *top_k)
+                .await
                 .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
@@ -158,6 +159,7 @@ pub(super) async fn exec(
                 .ok_or_else(|| plain(format!("tool `{tool}` is not open")))?;
             let docs = r
                 .search(&q, top_k)
+                .await
                 .map_err(|e| plain(format!("tool `{tool}`: {e}")))?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }

@@ -7,22 +7,32 @@ use crate::providers::registry::provider_for;
 use crate::providers::Provider;
 use crate::retrieval::{resolve_corpus, Document, Index, IndexOptions};
 use crate::spec::types::ToolSpec;
+use futures::future::BoxFuture;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// What [`Retriever::search`] returns: the documents, or a message saying what failed.
+pub type SearchFuture<'a> = BoxFuture<'a, Result<Vec<Document>, String>>;
+
 /// Answers a query with documents.
+///
+/// Searches are asynchronous so that network retrievers and tools (dense retrieval
+/// embedding the query, web search) never block the runtime's threads. Local
+/// searches (BM25, about 0.2 ms on the Rust book) run inline when the future is
+/// created and return a ready future: no thread hop.
 pub trait Retriever: Send + Sync {
-    /// At most `top_k` documents for `query`.
+    /// At most `top_k` documents for `query`, best first.
     ///
     /// # Errors
-    /// A message when the search fails.
-    fn search(&self, query: &str, top_k: usize) -> Result<Vec<Document>, String>;
+    /// The future resolves to a message when the search fails.
+    fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a>;
 }
 
 impl Retriever for Index {
-    fn search(&self, query: &str, top_k: usize) -> Result<Vec<Document>, String> {
-        Index::search(self, query, top_k).map_err(|e| e.to_string())
+    fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
+        let r = Index::search(self, query, top_k).map_err(|e| e.to_string());
+        Box::pin(std::future::ready(r))
     }
 }
 
@@ -49,7 +59,13 @@ impl ScriptedRetriever {
 }
 
 impl Retriever for ScriptedRetriever {
-    fn search(&self, query: &str, top_k: usize) -> Result<Vec<Document>, String> {
+    fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
+        Box::pin(std::future::ready(self.next(query, top_k)))
+    }
+}
+
+impl ScriptedRetriever {
+    fn next(&self, query: &str, top_k: usize) -> Result<Vec<Document>, String> {
         if let Ok(mut q) = self.queries.lock() {
             q.push(query.to_string());
         }
