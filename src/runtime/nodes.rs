@@ -139,17 +139,9 @@ pub(super) async fn exec(
                 .get(tool)
                 .ok_or_else(|| plain(format!("unknown tool `{tool}`")))?;
             let top_k = match spec {
-                crate::spec::types::ToolSpec::Corpus { top_k, .. } => *top_k as usize,
-                crate::spec::types::ToolSpec::Searxng { .. } => {
-                    return Err(plain(format!(
-                        "tool `{tool}`: kind `searxng` is not implemented in this build"
-                    )))
-                }
-                crate::spec::types::ToolSpec::Tavily { .. } => {
-                    return Err(plain(format!(
-                        "tool `{tool}`: kind `tavily` is not implemented in this build"
-                    )))
-                }
+                crate::spec::types::ToolSpec::Corpus { top_k, .. }
+                | crate::spec::types::ToolSpec::Searxng { top_k, .. }
+                | crate::spec::types::ToolSpec::Tavily { top_k, .. } => *top_k as usize,
             };
             let q = render(query, &Scope::make(mirror, Vec::new()))
                 .map_err(|e| plain(format!("query template: {e}")))?;

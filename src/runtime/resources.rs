@@ -7,6 +7,7 @@ use crate::providers::registry::provider_for;
 use crate::providers::Provider;
 use crate::retrieval::{resolve_corpus, Document, Index, IndexOptions};
 use crate::spec::types::ToolSpec;
+use crate::websearch::{tool_policy, WebSearch};
 use futures::future::BoxFuture;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -99,7 +100,8 @@ pub struct ResourceOptions {
 pub struct Resources {
     /// By retriever name.
     pub retrievers: HashMap<String, Arc<dyn Retriever>>,
-    /// By tool name (only `corpus` tools; other kinds are missing and fail when used).
+    /// By tool name: `corpus` tools are BM25 indexes, `searxng` and `tavily` tools are
+    /// [`WebSearch`] clients.
     pub tools: HashMap<String, Arc<dyn Retriever>>,
     /// By model name.
     pub providers: HashMap<String, Arc<dyn Provider>>,
@@ -178,13 +180,37 @@ impl Resources {
                 res.tools.insert(name.clone(), Arc::clone(o));
                 continue;
             }
-            if let ToolSpec::Corpus { corpus, .. } = t {
-                let dir = resolve_corpus(corpus, root)
-                    .map_err(|e| format!("tool `{name}`: corpus `{corpus}`: {e}"))?;
-                let index = open_index(&dir, None, opts.progress)
-                    .map_err(|e| format!("tool `{name}`: corpus {}: {e}", dir.display()))?;
-                res.tools.insert(name.clone(), index);
-            }
+            let tool: Arc<dyn Retriever> = match t {
+                ToolSpec::Corpus { corpus, .. } => {
+                    let dir = resolve_corpus(corpus, root)
+                        .map_err(|e| format!("tool `{name}`: corpus `{corpus}`: {e}"))?;
+                    open_index(&dir, None, opts.progress)
+                        .map_err(|e| format!("tool `{name}`: corpus {}: {e}", dir.display()))?
+                }
+                ToolSpec::Searxng {
+                    base_url,
+                    timeout_secs,
+                    retries,
+                    ..
+                } => Arc::new(WebSearch::searxng(
+                    name,
+                    base_url,
+                    tool_policy(*timeout_secs, *retries),
+                )?),
+                ToolSpec::Tavily {
+                    api_key_env,
+                    base_url,
+                    timeout_secs,
+                    retries,
+                    ..
+                } => Arc::new(WebSearch::tavily(
+                    name,
+                    api_key_env,
+                    base_url.as_deref(),
+                    tool_policy(*timeout_secs, *retries),
+                )?),
+            };
+            res.tools.insert(name.clone(), tool);
         }
         for (name, m) in &spec.models {
             let p = match opts.providers.get(name) {
