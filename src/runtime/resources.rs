@@ -5,8 +5,11 @@
 //! Indexes are opened (built on first use) once per process and shared.
 use crate::providers::registry::provider_for;
 use crate::providers::Provider;
-use crate::retrieval::{resolve_corpus, Document, Index, IndexOptions};
-use crate::spec::types::ToolSpec;
+use crate::retrieval::dense::DEFAULT_RRF_K;
+use crate::retrieval::{
+    resolve_corpus, DenseIndex, DenseRetriever, Document, Embedder, Fusion, Index, IndexOptions,
+};
+use crate::spec::types::{RetrieverKind, ToolSpec};
 use crate::websearch::{tool_policy, WebSearch};
 use futures::future::BoxFuture;
 use std::collections::{HashMap, VecDeque};
@@ -147,6 +150,75 @@ pub fn open_index(
     Ok(index)
 }
 
+type DenseKey = (PathBuf, String);
+
+fn dense_cache() -> &'static Mutex<HashMap<DenseKey, Arc<DenseIndex>>> {
+    static CACHE: OnceLock<Mutex<HashMap<DenseKey, Arc<DenseIndex>>>> = OnceLock::new();
+    CACHE.get_or_init(Mutex::default)
+}
+
+/// Loads (embedding what is missing, on first use) the chunk vectors of `index` made
+/// by `embedder`, once per process. Runs the embedding calls on a thread of its own
+/// with its own async runtime, so it may be called from synchronous code and from
+/// inside a runtime alike. With `progress`, draws a bar on a terminal and prints the
+/// store's notes (a store that could not be used, a changed vector size) on stderr.
+///
+/// # Errors
+/// The embedder's or the store's message.
+pub fn open_dense(
+    index: &Arc<Index>,
+    embedder: &Embedder,
+    progress: bool,
+) -> Result<Arc<DenseIndex>, String> {
+    let key = (index.dir().to_path_buf(), embedder.identity());
+    if let Some(d) = dense_cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(d);
+    }
+    let (ix, em) = (Arc::clone(index), embedder.clone());
+    let build = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let bar = embed_bar(progress, ix.num_chunks());
+        let out = rt.block_on(DenseIndex::open_or_build(&ix, &em, |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }));
+        bar.finish_and_clear();
+        out
+    });
+    let (dense, report) = build
+        .join()
+        .map_err(|_| "embedding the corpus failed unexpectedly".to_string())??;
+    if progress {
+        for n in &report.notes {
+            eprintln!("note: {n}");
+        }
+    }
+    let dense = Arc::new(dense);
+    if let Ok(mut c) = dense_cache().lock() {
+        c.insert(key, Arc::clone(&dense));
+    }
+    Ok(dense)
+}
+
+fn embed_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let target = if enabled && std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let pb = indicatif::ProgressBar::with_draw_target(Some(len as u64), target);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} embedding [{bar:30}] {pos}/{len} chunks")
+    {
+        pb.set_style(style);
+    }
+    pb
+}
+
 impl Resources {
     /// Opens everything the spec names (after overrides), before any call.
     ///
@@ -173,8 +245,49 @@ impl Resources {
             let index = open_index(&dir, r.exclude.as_deref(), opts.progress)
                 .map_err(|e| format!("retriever `{name}`: corpus {}: {e}", dir.display()))?;
             first_index.get_or_insert_with(|| Arc::clone(&index));
-            res.retrievers.insert(name.clone(), index);
+            let retriever: Arc<dyn Retriever> = match r.kind {
+                RetrieverKind::Bm25 => index,
+                RetrieverKind::Dense | RetrieverKind::Hybrid => {
+                    let at = |e: String| format!("retriever `{name}`: {e}");
+                    let model = r.embedding.as_deref().ok_or_else(|| {
+                        at(format!("kind `{}` needs `embedding: <model name>`", r.kind.as_str()))
+                    })?;
+                    let spec_model = spec.models.get(model).ok_or_else(|| {
+                        at(format!("embedding model `{model}` is not declared"))
+                    })?;
+                    let embedder =
+                        Embedder::from_model(model, spec_model, r.dimensions, r.batch_size)
+                            .map_err(at)?;
+                    let dense = open_dense(&index, &embedder, opts.progress).map_err(at)?;
+                    let fusion = match r.kind {
+                        RetrieverKind::Hybrid => Fusion::Hybrid {
+                            k: r.rrf_k.unwrap_or(DEFAULT_RRF_K),
+                        },
+                        _ => Fusion::Dense,
+                    };
+                    Arc::new(DenseRetriever {
+                        index,
+                        dense,
+                        embedder,
+                        fusion,
+                    })
+                }
+            };
+            res.retrievers.insert(name.clone(), retriever);
         }
+        // Models used only to embed get no chat provider.
+        let chat_models: std::collections::HashSet<&str> = spec
+            .nodes
+            .values()
+            .filter_map(|n| n.llm().map(|l| l.model.as_str()))
+            .collect();
+        let embed_only: std::collections::HashSet<&str> = spec
+            .retrievers
+            .values()
+            .filter(|r| r.kind.embeds())
+            .filter_map(|r| r.embedding.as_deref())
+            .filter(|m| !chat_models.contains(m))
+            .collect();
         for (name, t) in &spec.tools {
             if let Some(o) = opts.retrievers.get(name) {
                 res.tools.insert(name.clone(), Arc::clone(o));
@@ -213,6 +326,9 @@ impl Resources {
             res.tools.insert(name.clone(), tool);
         }
         for (name, m) in &spec.models {
+            if embed_only.contains(name.as_str()) && !opts.providers.contains_key(name) {
+                continue;
+            }
             let p = match opts.providers.get(name) {
                 Some(p) => Arc::clone(p),
                 None => provider_for(name, m, root, first_index.clone())?,
