@@ -152,7 +152,11 @@ pub(super) async fn exec(
             let docs = r
                 .search(&q, top_k)
                 .await
-                .map_err(|e| plain(format!("tool `{tool}`: {e}")))?;
+                .map_err(|e| {
+                    // Web-search tools name themselves already.
+                    let own = format!("tool `{tool}`: ");
+                    plain(if e.starts_with(&own) { e } else { format!("{own}{e}") })
+                })?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
         Body::Llm(call) => {
