@@ -441,3 +441,134 @@ async fn hybrid_fuses_bm25_and_dense_by_reciprocal_rank() {
     };
     assert_eq!(sources(&dense_only.search(q, 1).await.unwrap())[0], "borrowing.md");
 }
+
+fn dense_spec(dir: &Path, base: &str) -> std::path::PathBuf {
+    let c = corpus();
+    let corpus_dir = dir.join("corpus");
+    std::fs::create_dir_all(&corpus_dir).unwrap();
+    for e in std::fs::read_dir(c.path()).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), corpus_dir.join(e.file_name())).unwrap();
+    }
+    let spec = format!(
+        r#"version: 1
+name: dense-demo
+state:
+  schema:
+    type: object
+    properties:
+      question: {{type: string}}
+      documents: {{type: array}}
+      answer: {{type: string}}
+models:
+  emb:
+    provider: openai
+    model: bag-of-words
+    base_url: "{base}/v1"
+    api_key_env: RAGLOOP_TEST_DENSE_KEY
+    retries: 0
+  gen:
+    provider: offline
+retrievers:
+  docs:
+    kind: dense
+    corpus: corpus
+    top_k: 2
+    embedding: emb
+    batch_size: 4
+entry: retrieve
+nodes:
+  retrieve:
+    kind: retrieve
+    retriever: docs
+    query: "{{{{ question }}}}"
+    update:
+      documents: output
+  generate:
+    kind: llm
+    model: gen
+    task: generate_answer
+    inputs:
+      question: question
+      documents: documents
+    prompt:
+      user: "{{{{ question }}}}"
+    update:
+      answer: output
+edges:
+  retrieve: generate
+  generate: END
+output:
+  answer: answer
+  documents: documents
+variants:
+  hybrid:
+    set:
+      retrievers.docs.kind: hybrid
+"#
+    );
+    let p = dir.join("dense.yaml");
+    std::fs::write(&p, spec).unwrap();
+    p
+}
+
+fn run_cli(spec: &Path, cache: &Path, args: &[&str], key: Option<&str>) -> (i32, String, String) {
+    let mut cmd = assert_cmd::Command::cargo_bin("ragloop").unwrap();
+    cmd.arg("run").arg(spec).args(args).env("RAGLOOP_CACHE_DIR", cache);
+    match key {
+        Some(k) => cmd.env("RAGLOOP_TEST_DENSE_KEY", k),
+        None => cmd.env_remove("RAGLOOP_TEST_DENSE_KEY"),
+    };
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ragloop_run_with_dense_and_hybrid_retrievers() {
+    let m = mock_embeddings().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let spec = dense_spec(dir.path(), &m.server.uri());
+    let q = "What are closures: anonymous functions that capture their environment?";
+    let (s, c) = (spec.clone(), cache.clone());
+    let (code, out, err) =
+        tokio::task::spawn_blocking(move || run_cli(&s, &c, &["--question", q, "--json"], Some("sk-dense-key-1")))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["sources"][0], "closures.md", "{out}");
+    assert!(v["state"]["documents"][0]["metadata"]["score"].as_f64().unwrap() > 0.5);
+    let requests = || async { m.server.received_requests().await.unwrap().len() };
+    // 6 chunks in batches of 4, then the query.
+    assert_eq!(requests().await, 3);
+    assert!(std::fs::read_dir(cache.join("indexes"))
+        .unwrap()
+        .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".vectors")));
+    // Second run: vectors from disk, only the query is embedded.
+    let (s, c) = (spec.clone(), cache.clone());
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        run_cli(&s, &c, &["--question", q, "--json", "--variant", "hybrid"], Some("sk-dense-key-1"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(requests().await, 4);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["sources"][0], "closures.md");
+    assert!(v["state"]["documents"][0]["metadata"]["dense_rank"].is_u64());
+    // No key: refused before the run, naming the variable.
+    let (s, c) = (spec.clone(), cache.clone());
+    let (code, _, err) = tokio::task::spawn_blocking(move || run_cli(&s, &c, &["--question", q], None))
+        .await
+        .unwrap();
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("retriever `docs`: embedding model `emb`: the API key is missing: set the environment variable RAGLOOP_TEST_DENSE_KEY"),
+        "{err}"
+    );
+}
