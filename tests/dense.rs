@@ -572,3 +572,61 @@ async fn ragloop_run_with_dense_and_hybrid_retrievers() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn embeddings_429_with_retry_after_then_success() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("Retry-After", "0")
+                .set_body_json(json!({"error": {"message": "Rate limit reached"}})),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(BagOfWords {
+            native: Arc::new(AtomicUsize::new(8)),
+            inputs: Arc::new(AtomicUsize::new(0)),
+        })
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let spec = model(&format!("{}/v1", server.uri()), "m", json!({}));
+    let e = Embedder::from_model("emb", &spec, None, None)
+        .unwrap()
+        .with_policy(fast());
+    let v = e.embed(&["one two".to_string()]).await.unwrap();
+    assert_eq!(v, vec![bag("one two", 8)]);
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_key_never_reaches_any_output() {
+    const KEY: &str = "sk-planted-dense-key-31337";
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({
+            "error": {"message": format!("Incorrect API key provided: {KEY}. You can find your API key at ...")}
+        })))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let spec = dense_spec(dir.path(), &server.uri());
+    let trace = dir.path().join("trace.jsonl");
+    let t = trace.to_string_lossy().into_owned();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        run_cli(&spec, &cache, &["--question", "closures", "--json", "--verbose", "--trace", &t], Some(KEY))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("HTTP 401: Incorrect API key provided: [redacted]"), "{err}");
+    let trace = std::fs::read_to_string(&trace).unwrap_or_default();
+    for o in [&out, &err, &trace] {
+        assert!(!o.contains(KEY), "key leaked: {o}");
+    }
+}

@@ -1,8 +1,11 @@
 //! What a run talks to: retrievers, tools and providers, opened once before the run.
 //!
-//! A [`Retriever`] answers a query with documents; the BM25 [`Index`] is the default
-//! implementation, [`ScriptedRetriever`] returns fixed lists (tests, conformance).
-//! Indexes are opened (built on first use) once per process and shared.
+//! A [`Retriever`] answers a query with documents: the BM25 [`Index`] (`kind: bm25`),
+//! [`DenseRetriever`] (`kind: dense` and `hybrid`, over the same chunks), the web-search
+//! clients of [`crate::websearch`] (`searxng` and `tavily` tools), and
+//! [`ScriptedRetriever`], which returns fixed lists (tests, conformance). Indexes and
+//! chunk vectors are opened (built on first use) once per process and shared; keys are
+//! read and checked when the resources are prepared, before a run starts.
 use crate::providers::registry::provider_for;
 use crate::providers::Provider;
 use crate::retrieval::dense::DEFAULT_RRF_K;
