@@ -87,13 +87,14 @@ fn main() {
     };
     let work = std::env::temp_dir().join(format!("ragloop-bench-dense-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    let (index, _) = match Index::open_or_build(&book, Some(&work.join("ix")), &IndexOptions::default()) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("note: skipping dense bench: {e}");
-            return;
-        }
-    };
+    let (index, _) =
+        match Index::open_or_build(&book, Some(&work.join("ix")), &IndexOptions::default()) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("note: skipping dense bench: {e}");
+                return;
+            }
+        };
     let index = Arc::new(index);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

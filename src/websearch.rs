@@ -318,12 +318,19 @@ pub fn parse_results(
                 .or_else(|| obj.get("detail"))
                 .or_else(|| obj.get("message"));
             Err(match error {
-                Some(_) => format!("the server reported an error: {}", http::server_message(trimmed)),
+                Some(_) => format!(
+                    "the server reported an error: {}",
+                    http::server_message(trimmed)
+                ),
                 None => {
                     let keys: Vec<&str> = obj.keys().map(String::as_str).take(8).collect();
                     format!(
                         "the response has no `results` list (keys: {})",
-                        if keys.is_empty() { "none".to_string() } else { keys.join(", ") }
+                        if keys.is_empty() {
+                            "none".to_string()
+                        } else {
+                            keys.join(", ")
+                        }
                     )
                 }
             })
@@ -390,7 +397,11 @@ pub fn web_documents(engine: Engine, results: &[Value], top_k: usize) -> Vec<Doc
         metadata.insert("title".into(), Value::String(title));
         metadata.insert("engine".into(), Value::String(found_by.to_string()));
         metadata.insert("rank".into(), Value::from(i + 1));
-        if let Some(s) = obj.get("score").and_then(Value::as_f64).filter(|s| s.is_finite()) {
+        if let Some(s) = obj
+            .get("score")
+            .and_then(Value::as_f64)
+            .filter(|s| s.is_finite())
+        {
             metadata.insert("score".into(), Value::from(s));
         }
         docs.push(Document {
@@ -410,11 +421,15 @@ mod tests {
     #[test]
     fn endpoints() {
         assert_eq!(
-            endpoint("http://127.0.0.1:8888/", "search").unwrap().as_str(),
+            endpoint("http://127.0.0.1:8888/", "search")
+                .unwrap()
+                .as_str(),
             "http://127.0.0.1:8888/search"
         );
         assert_eq!(
-            endpoint("https://searx.example/searx", "search").unwrap().as_str(),
+            endpoint("https://searx.example/searx", "search")
+                .unwrap()
+                .as_str(),
             "https://searx.example/searx/search"
         );
         assert!(endpoint("ftp://x", "search").is_err());
@@ -465,7 +480,9 @@ mod tests {
         assert!(e("", None).contains("empty response body"));
         assert!(e("<!DOCTYPE html><html>x</html>", Some("text/html")).contains("HTML page"));
         assert!(e("{\"query\": \"x\"}", None).contains("no `results` list (keys: query)"));
-        assert!(e("{\"error\": \"rate limited\"}", None).contains("reported an error: rate limited"));
+        assert!(
+            e("{\"error\": \"rate limited\"}", None).contains("reported an error: rate limited")
+        );
         assert!(e("{\"results\": 3}", None).contains("`results` is a number"));
         assert!(e("[1,2]", None).contains("not an object"));
         assert!(e("{truncated", None).contains("not JSON"));

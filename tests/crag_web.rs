@@ -105,7 +105,12 @@ async fn grader_rejects_everything_and_the_answer_cites_the_web_url() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     let spec = spec_copy(dir.path(), &server.uri());
-    let r = ragloop(&spec, &["--variant", "strict_grader", "--question", Q, "--json"], &[]).await;
+    let r = ragloop(
+        &spec,
+        &["--variant", "strict_grader", "--question", Q, "--json"],
+        &[],
+    )
+    .await;
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["status"], "generated");
@@ -114,7 +119,14 @@ async fn grader_rejects_everything_and_the_answer_cites_the_web_url() {
     assert_eq!(v["sources"], json!([URL]));
     assert_eq!(
         v["path"],
-        json!(["retrieve", "grade_documents", "web_query", "web_search", "generate", "grade_answer"])
+        json!([
+            "retrieve",
+            "grade_documents",
+            "web_query",
+            "web_search",
+            "generate",
+            "grade_answer"
+        ])
     );
     assert_eq!(v["state"]["knowledge"], "web");
     let doc = &v["state"]["documents"][0];
@@ -147,7 +159,10 @@ async fn relevant_documentation_never_reaches_the_web() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["state"]["knowledge"], "documentation");
-    assert!(v["answer"].as_str().unwrap().contains("[ch01-03-hello-cargo.html]"));
+    assert!(v["answer"]
+        .as_str()
+        .unwrap()
+        .contains("[ch01-03-hello-cargo.html]"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +175,12 @@ async fn no_web_results_fall_back() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     let spec = spec_copy(dir.path(), &server.uri());
-    let r = ragloop(&spec, &["--variant", "strict_grader", "--question", Q, "--json"], &[]).await;
+    let r = ragloop(
+        &spec,
+        &["--variant", "strict_grader", "--question", Q, "--json"],
+        &[],
+    )
+    .await;
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["status"], "fallback");
@@ -182,7 +202,8 @@ async fn a_web_server_answering_html_fails_the_run_naming_the_tool() {
     let r = ragloop(&spec, &["--variant", "strict_grader", "--question", Q], &[]).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.contains("node `web_search`: tool `web`: searxng at http://127.0.0.1:"),
+        r.stderr
+            .contains("node `web_search`: tool `web`: searxng at http://127.0.0.1:"),
         "{}",
         r.stderr
     );
@@ -214,7 +235,14 @@ async fn tavily_variant_key_checked_up_front_and_never_shown() {
         })))
         .mount(&server)
         .await;
-    let args = ["--variant", "tavily", "--question", Q, "--set", "max_generations=1"];
+    let args = [
+        "--variant",
+        "tavily",
+        "--question",
+        Q,
+        "--set",
+        "max_generations=1",
+    ];
     let r = ragloop(&spec, &args, &[("TAVILY_API_KEY", KEY)]).await;
     // The grader accepts the book's passages, so the web is not needed...
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -224,9 +252,26 @@ async fn tavily_variant_key_checked_up_front_and_never_shown() {
         "relevance_threshold: 0.35\n      min_overlap: 1000",
     );
     std::fs::write(&spec, text).unwrap();
-    let r = ragloop(&spec, &["--variant", "tavily", "--question", Q, "--json", "--verbose"], &[("TAVILY_API_KEY", KEY)]).await;
+    let r = ragloop(
+        &spec,
+        &[
+            "--variant",
+            "tavily",
+            "--question",
+            Q,
+            "--json",
+            "--verbose",
+        ],
+        &[("TAVILY_API_KEY", KEY)],
+    )
+    .await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("HTTP 401") || r.stdout.contains("HTTP 401"), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("HTTP 401") || r.stdout.contains("HTTP 401"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
     for out in [&r.stdout, &r.stderr, &r.trace] {
         assert!(!out.contains(KEY), "key leaked: {out}");
     }

@@ -120,9 +120,21 @@ fn corpus() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     write(r, "ownership.md", "# Ownership\n\nEach value has an owner; when the owner goes out of scope the value is dropped.\n");
-    write(r, "borrowing.md", "# Borrowing\n\nA reference borrows a value without taking ownership of it.\n");
-    write(r, "cargo.md", "# Cargo\n\nCargo builds your package, downloads dependencies and runs tests.\n");
-    write(r, "closures.md", "# Closures\n\nClosures are anonymous functions that capture their environment.\n");
+    write(
+        r,
+        "borrowing.md",
+        "# Borrowing\n\nA reference borrows a value without taking ownership of it.\n",
+    );
+    write(
+        r,
+        "cargo.md",
+        "# Cargo\n\nCargo builds your package, downloads dependencies and runs tests.\n",
+    );
+    write(
+        r,
+        "closures.md",
+        "# Closures\n\nClosures are anonymous functions that capture their environment.\n",
+    );
     write(r, "twin-a.md", "# Zebra\n\nquagga okapi\n");
     write(r, "twin-b.md", "# Zebra\n\nquagga okapi\n");
     dir
@@ -161,7 +173,10 @@ async fn dense_search_ranks_by_cosine_and_breaks_ties_by_id() {
         embedder: e,
         fusion: Fusion::Dense,
     };
-    let docs = r.search("anonymous functions capture environment", 2).await.unwrap();
+    let docs = r
+        .search("anonymous functions capture environment", 2)
+        .await
+        .unwrap();
     assert_eq!(sources(&docs)[0], "closures.md");
     let s0 = docs[0].metadata["score"].as_f64().unwrap();
     let s1 = docs[1].metadata["score"].as_f64().unwrap();
@@ -203,7 +218,11 @@ async fn vectors_are_stored_once_reembedded_on_model_change_and_incremental() {
     let (small, s) = open(&ix, &embedder(&m, "emb-a", Some(16), None)).await;
     assert_eq!((s.embedded, small.dim()), (6, 16));
     // A new page: the index is rebuilt, only its chunk is embedded.
-    write(c.path(), "traits.md", "# Traits\n\nA trait defines shared behavior.\n");
+    write(
+        c.path(),
+        "traits.md",
+        "# Traits\n\nA trait defines shared behavior.\n",
+    );
     let ix = index(c.path(), &ix_dir);
     let before = m.inputs.load(Ordering::SeqCst);
     let (d3, inc) = open(&ix, &e).await;
@@ -223,12 +242,20 @@ async fn a_changed_vector_size_reembeds_everything() {
     open(&ix, &e).await;
     // The server's model changes size under the same name, and a page is added.
     m.native.store(32, Ordering::SeqCst);
-    write(c.path(), "traits.md", "# Traits\n\nA trait defines shared behavior.\n");
+    write(
+        c.path(),
+        "traits.md",
+        "# Traits\n\nA trait defines shared behavior.\n",
+    );
     let ix = index(c.path(), &ix_dir);
     let (d, r) = open(&ix, &e).await;
     assert_eq!(d.dim(), 32);
     assert_eq!(r.embedded, 7, "every chunk once, at the new size");
-    assert!(r.notes.iter().any(|n| n.contains("32-dimensional")), "{:?}", r.notes);
+    assert!(
+        r.notes.iter().any(|n| n.contains("32-dimensional")),
+        "{:?}",
+        r.notes
+    );
     let (_, again) = open(&ix, &e).await;
     assert_eq!(again.embedded, 0);
 }
@@ -248,19 +275,31 @@ async fn an_interrupted_build_keeps_the_batches_it_paid_for() {
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "input too long"}})))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "input too long"}})),
+        )
         .with_priority(2)
         .mount(&server)
         .await;
     let c = corpus();
     let out = tempfile::tempdir().unwrap();
     let ix = index(c.path(), &out.path().join("ix"));
-    let spec = model(&format!("{}/v1", server.uri()), "emb-a", json!({"concurrency": 1}));
+    let spec = model(
+        &format!("{}/v1", server.uri()),
+        "emb-a",
+        json!({"concurrency": 1}),
+    );
     let e = Embedder::from_model("emb", &spec, None, Some(2))
         .unwrap()
         .with_policy(fast());
-    let err = DenseIndex::open_or_build(&ix, &e, |_, _| {}).await.unwrap_err();
-    assert!(err.contains("embedding model `emb` (emb-a at http://127.0.0.1:"), "{err}");
+    let err = DenseIndex::open_or_build(&ix, &e, |_, _| {})
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("embedding model `emb` (emb-a at http://127.0.0.1:"),
+        "{err}"
+    );
     assert!(err.contains("HTTP 400: input too long"), "{err}");
     // The server recovers: only the third batch is left to embed.
     server.reset().await;
@@ -315,31 +354,50 @@ async fn bad_embedding_answers_are_defined_errors() {
     let (e, n) = failing(ok(json!([{"index": 0, "embedding": [1.0]}]))).await;
     assert!(e.contains("1 vector(s) for 2 input(s)"), "{e}");
     assert_eq!(n, 1, "a bad body is not retried");
-    let (e, _) = failing(ok(json!([{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]))).await;
+    let (e, _) = failing(ok(
+        json!([{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]),
+    ))
+    .await;
     assert!(e.contains("different sizes"), "{e}");
-    let (e, _) = failing(ok(json!([{"index": 0, "embedding": [1.0, "NaN"]}, {"index": 1, "embedding": [1.0, 2.0]}]))).await;
+    let (e, _) = failing(ok(
+        json!([{"index": 0, "embedding": [1.0, "NaN"]}, {"index": 1, "embedding": [1.0, 2.0]}]),
+    ))
+    .await;
     assert!(e.contains("not a finite number"), "{e}");
-    let (e, _) = failing(
-        ResponseTemplate::new(200).set_body_raw("{\"data\":[{\"index\":0,\"embedding\":[NaN]}]}", "application/json"),
-    )
+    let (e, _) = failing(ResponseTemplate::new(200).set_body_raw(
+        "{\"data\":[{\"index\":0,\"embedding\":[NaN]}]}",
+        "application/json",
+    ))
     .await;
     assert!(e.contains("not JSON"), "{e}");
-    let (e, _) = failing(ResponseTemplate::new(200).set_body_raw("<html><body>proxy login</body></html>", "text/html")).await;
+    let (e, _) = failing(
+        ResponseTemplate::new(200)
+            .set_body_raw("<html><body>proxy login</body></html>", "text/html"),
+    )
+    .await;
     assert!(e.contains("HTML page"), "{e}");
     let (e, _) = failing(ResponseTemplate::new(200)).await;
     assert!(e.contains("empty response body"), "{e}");
-    let (e, _) = failing(ok(json!(null)).set_body_json(json!({"error": {"message": "model overloaded"}}))).await;
+    let (e, _) =
+        failing(ok(json!(null)).set_body_json(json!({"error": {"message": "model overloaded"}})))
+            .await;
     assert!(e.contains("reported an error: model overloaded"), "{e}");
     // A 401 echoing the key: the server's message, never the key, no retry.
     let (e, n) = failing(ResponseTemplate::new(401).set_body_json(json!({
         "error": {"message": "Incorrect API key provided: sk-planted-secret-42", "type": "invalid_request_error"}
     })))
     .await;
-    assert!(e.contains("HTTP 401: Incorrect API key provided: [redacted]"), "{e}");
+    assert!(
+        e.contains("HTTP 401: Incorrect API key provided: [redacted]"),
+        "{e}"
+    );
     assert_eq!(n, 1);
     // A server that never answers in time: retried, then a timeout.
     let (e, n) = failing(ResponseTemplate::new(200).set_delay(Duration::from_secs(5))).await;
-    assert!(e.contains("timeout") && e.contains("gave up after 2 attempts"), "{e}");
+    assert!(
+        e.contains("timeout") && e.contains("gave up after 2 attempts"),
+        "{e}"
+    );
     assert_eq!(n, 2);
 }
 
@@ -387,7 +445,11 @@ async fn request_shape_batches_and_key() {
 #[test]
 fn embedder_configuration_errors() {
     std::env::remove_var("RAGLOOP_TEST_EMBED_UNSET");
-    let spec = model("http://127.0.0.1:1/v1", "m", json!({"api_key_env": "RAGLOOP_TEST_EMBED_UNSET"}));
+    let spec = model(
+        "http://127.0.0.1:1/v1",
+        "m",
+        json!({"api_key_env": "RAGLOOP_TEST_EMBED_UNSET"}),
+    );
     assert_eq!(
         Embedder::from_model("emb", &spec, None, None).unwrap_err(),
         "embedding model `emb`: the API key is missing: set the environment variable RAGLOOP_TEST_EMBED_UNSET"
@@ -430,7 +492,10 @@ async fn hybrid_fuses_bm25_and_dense_by_reciprocal_rank() {
         let got = d.metadata["score"].as_f64().unwrap();
         assert!((got - expect).abs() < 1e-12, "{got} {expect}");
     }
-    let scores: Vec<f64> = docs.iter().map(|d| d.metadata["score"].as_f64().unwrap()).collect();
+    let scores: Vec<f64> = docs
+        .iter()
+        .map(|d| d.metadata["score"].as_f64().unwrap())
+        .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     // Dense alone ranks the same top document here.
     let dense_only = DenseRetriever {
@@ -439,7 +504,10 @@ async fn hybrid_fuses_bm25_and_dense_by_reciprocal_rank() {
         embedder: e,
         fusion: Fusion::Dense,
     };
-    assert_eq!(sources(&dense_only.search(q, 1).await.unwrap())[0], "borrowing.md");
+    assert_eq!(
+        sources(&dense_only.search(q, 1).await.unwrap())[0],
+        "borrowing.md"
+    );
 }
 
 fn dense_spec(dir: &Path, base: &str) -> std::path::PathBuf {
@@ -514,7 +582,10 @@ variants:
 
 fn run_cli(spec: &Path, cache: &Path, args: &[&str], key: Option<&str>) -> (i32, String, String) {
     let mut cmd = assert_cmd::Command::cargo_bin("ragloop").unwrap();
-    cmd.arg("run").arg(spec).args(args).env("RAGLOOP_CACHE_DIR", cache);
+    cmd.arg("run")
+        .arg(spec)
+        .args(args)
+        .env("RAGLOOP_CACHE_DIR", cache);
     match key {
         Some(k) => cmd.env("RAGLOOP_TEST_DENSE_KEY", k),
         None => cmd.env_remove("RAGLOOP_TEST_DENSE_KEY"),
@@ -535,24 +606,37 @@ async fn ragloop_run_with_dense_and_hybrid_retrievers() {
     let spec = dense_spec(dir.path(), &m.server.uri());
     let q = "What are closures: anonymous functions that capture their environment?";
     let (s, c) = (spec.clone(), cache.clone());
-    let (code, out, err) =
-        tokio::task::spawn_blocking(move || run_cli(&s, &c, &["--question", q, "--json"], Some("sk-dense-key-1")))
-            .await
-            .unwrap();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        run_cli(&s, &c, &["--question", q, "--json"], Some("sk-dense-key-1"))
+    })
+    .await
+    .unwrap();
     assert_eq!(code, 0, "{out}\n{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["sources"][0], "closures.md", "{out}");
-    assert!(v["state"]["documents"][0]["metadata"]["score"].as_f64().unwrap() > 0.5);
+    assert!(
+        v["state"]["documents"][0]["metadata"]["score"]
+            .as_f64()
+            .unwrap()
+            > 0.5
+    );
     let requests = || async { m.server.received_requests().await.unwrap().len() };
     // 6 chunks in batches of 4, then the query.
     assert_eq!(requests().await, 3);
-    assert!(std::fs::read_dir(cache.join("indexes"))
+    assert!(std::fs::read_dir(cache.join("indexes")).unwrap().any(|e| e
         .unwrap()
-        .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".vectors")));
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".vectors")));
     // Second run: vectors from disk, only the query is embedded.
     let (s, c) = (spec.clone(), cache.clone());
     let (code, out, err) = tokio::task::spawn_blocking(move || {
-        run_cli(&s, &c, &["--question", q, "--json", "--variant", "hybrid"], Some("sk-dense-key-1"))
+        run_cli(
+            &s,
+            &c,
+            &["--question", q, "--json", "--variant", "hybrid"],
+            Some("sk-dense-key-1"),
+        )
     })
     .await
     .unwrap();
@@ -563,9 +647,10 @@ async fn ragloop_run_with_dense_and_hybrid_retrievers() {
     assert!(v["state"]["documents"][0]["metadata"]["dense_rank"].is_u64());
     // No key: refused before the run, naming the variable.
     let (s, c) = (spec.clone(), cache.clone());
-    let (code, _, err) = tokio::task::spawn_blocking(move || run_cli(&s, &c, &["--question", q], None))
-        .await
-        .unwrap();
+    let (code, _, err) =
+        tokio::task::spawn_blocking(move || run_cli(&s, &c, &["--question", q], None))
+            .await
+            .unwrap();
     assert_eq!(code, 1);
     assert!(
         err.contains("retriever `docs`: embedding model `emb`: the API key is missing: set the environment variable RAGLOOP_TEST_DENSE_KEY"),
@@ -619,12 +704,27 @@ async fn a_planted_key_never_reaches_any_output() {
     let trace = dir.path().join("trace.jsonl");
     let t = trace.to_string_lossy().into_owned();
     let (code, out, err) = tokio::task::spawn_blocking(move || {
-        run_cli(&spec, &cache, &["--question", "closures", "--json", "--verbose", "--trace", &t], Some(KEY))
+        run_cli(
+            &spec,
+            &cache,
+            &[
+                "--question",
+                "closures",
+                "--json",
+                "--verbose",
+                "--trace",
+                &t,
+            ],
+            Some(KEY),
+        )
     })
     .await
     .unwrap();
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(err.contains("HTTP 401: Incorrect API key provided: [redacted]"), "{err}");
+    assert!(
+        err.contains("HTTP 401: Incorrect API key provided: [redacted]"),
+        "{err}"
+    );
     let trace = std::fs::read_to_string(&trace).unwrap_or_default();
     for o in [&out, &err, &trace] {
         assert!(!o.contains(KEY), "key leaked: {o}");

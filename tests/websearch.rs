@@ -106,7 +106,10 @@ async fn searxng_bad_bodies_fail_at_once_naming_the_tool() {
         "text/html; charset=utf-8",
     );
     let (e, n) = searx_failure(html).await;
-    assert!(e.starts_with("tool `web`: searxng at http://127.0.0.1:"), "{e}");
+    assert!(
+        e.starts_with("tool `web`: searxng at http://127.0.0.1:"),
+        "{e}"
+    );
     assert!(e.contains("HTML page, not JSON"), "{e}");
     assert!(e.contains("search.formats"), "{e}");
     assert_eq!(n, 1, "a bad body is not retried");
@@ -119,7 +122,10 @@ async fn searxng_bad_bodies_fail_at_once_naming_the_tool() {
         ResponseTemplate::new(200).set_body_json(json!({"query": "rust", "answers": []})),
     )
     .await;
-    assert!(e.contains("no `results` list (keys: query, answers)"), "{e}");
+    assert!(
+        e.contains("no `results` list (keys: query, answers)"),
+        "{e}"
+    );
 
     let (e, n) = searx_failure(
         ResponseTemplate::new(200).set_body_json(json!({"error": "engine suspended"})),
@@ -138,7 +144,8 @@ async fn searxng_bad_bodies_fail_at_once_naming_the_tool() {
 #[tokio::test]
 async fn searxng_403_names_the_json_setting_and_is_not_retried() {
     let (e, n) = searx_failure(
-        ResponseTemplate::new(403).set_body_raw("<html><body>403 Forbidden</body></html>", "text/html"),
+        ResponseTemplate::new(403)
+            .set_body_raw("<html><body>403 Forbidden</body></html>", "text/html"),
     )
     .await;
     assert!(e.contains("HTTP 403"), "{e}");
@@ -172,7 +179,10 @@ async fn searxng_429_with_retry_after_then_success() {
 #[tokio::test]
 async fn searxng_500s_are_retried_then_reported() {
     let (e, n) = searx_failure(ResponseTemplate::new(502).set_body_string("Bad Gateway")).await;
-    assert!(e.contains("HTTP 502: Bad Gateway (gave up after 3 attempts)"), "{e}");
+    assert!(
+        e.contains("HTTP 502: Bad Gateway (gave up after 3 attempts)"),
+        "{e}"
+    );
     assert_eq!(n, 3);
 }
 
@@ -212,7 +222,10 @@ async fn searxng_unreachable_server() {
 #[test]
 fn bad_base_urls_are_refused() {
     let e = WebSearch::searxng("web", "localhost:8888", policy(0, 100)).unwrap_err();
-    assert!(e.starts_with("tool `web`: base_url `localhost:8888`"), "{e}");
+    assert!(
+        e.starts_with("tool `web`: base_url `localhost:8888`"),
+        "{e}"
+    );
     assert!(WebSearch::searxng("web", "file:///etc", policy(0, 100)).is_err());
 }
 
@@ -258,7 +271,10 @@ async fn tavily_request_shape_and_mapping() {
     assert_eq!(docs[0].metadata["engine"], "tavily");
     assert_eq!(docs[0].metadata["score"], 0.93);
     assert_eq!(docs[1].metadata["rank"], 3);
-    assert_eq!(docs[0].content, "Ownership\n\nOwnership is a set of rules...");
+    assert_eq!(
+        docs[0].content,
+        "Ownership\n\nOwnership is a set of rules..."
+    );
 }
 
 #[tokio::test]
@@ -303,7 +319,8 @@ async fn tavily_200_with_an_error_object() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(
-            ResponseTemplate::new(200).set_body_json(json!({"detail": {"error": "Usage limit exceeded"}})),
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"detail": {"error": "Usage limit exceeded"}})),
         )
         .mount(&server)
         .await;
@@ -343,13 +360,12 @@ async fn tavily_500_then_success() {
 #[test]
 fn tavily_missing_key_is_reported_up_front() {
     std::env::remove_var("RAGLOOP_TEST_TAVILY_UNSET");
-    let e = WebSearch::tavily("web", "RAGLOOP_TEST_TAVILY_UNSET", None, policy(0, 100)).unwrap_err();
+    let e =
+        WebSearch::tavily("web", "RAGLOOP_TEST_TAVILY_UNSET", None, policy(0, 100)).unwrap_err();
     assert_eq!(
         e,
         "tool `web`: the Tavily API key is missing: set the environment variable RAGLOOP_TEST_TAVILY_UNSET"
     );
     std::env::set_var("RAGLOOP_TEST_TAVILY_EMPTY", "  ");
-    assert!(
-        WebSearch::tavily("web", "RAGLOOP_TEST_TAVILY_EMPTY", None, policy(0, 100)).is_err()
-    );
+    assert!(WebSearch::tavily("web", "RAGLOOP_TEST_TAVILY_EMPTY", None, policy(0, 100)).is_err());
 }

@@ -73,7 +73,11 @@ pub struct DenseReport {
 }
 
 fn normalize(v: &mut [f32]) {
-    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    let norm = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
     if norm > 0.0 && norm.is_finite() {
         for x in v {
             *x = (f64::from(*x) / norm) as f32;
@@ -380,7 +384,8 @@ fn fuse(
     use std::collections::HashMap;
     let k = f64::from(k);
     // id → (doc, fused score, bm25 rank, dense rank)
-    let mut acc: HashMap<&str, (Document, f64, Option<usize>, Option<usize>)> = HashMap::new();
+    type Fused = (Document, f64, Option<usize>, Option<usize>);
+    let mut acc: HashMap<&str, Fused> = HashMap::new();
     for (r, (i, _)) in dense_hits.iter().enumerate() {
         if let Some(d) = dense.doc(*i) {
             let e = acc

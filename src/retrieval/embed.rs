@@ -163,7 +163,8 @@ impl Embedder {
             "{}\u{0}{}\u{0}{}",
             self.model,
             self.base_url,
-            self.dimensions.map_or("native".to_string(), |d| d.to_string())
+            self.dimensions
+                .map_or("native".to_string(), |d| d.to_string())
         )
     }
 
@@ -186,8 +187,8 @@ impl Embedder {
         mut on_batch: impl FnMut(&[Vec<f32>], usize),
     ) -> Result<Vec<Vec<f32>>, String> {
         let batches: Vec<&[String]> = texts.chunks(self.batch_size).collect();
-        let mut stream = futures::stream::iter(batches.iter().map(|b| self.embed(b)))
-            .buffered(self.concurrency);
+        let mut stream =
+            futures::stream::iter(batches.iter().map(|b| self.embed(b))).buffered(self.concurrency);
         let mut out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
         let mut start = 0usize;
         while let Some(r) = stream.next().await {
@@ -297,7 +298,11 @@ pub fn parse_embeddings(
             None | Some(Value::Null) => pos,
             Some(i) => match i.as_u64() {
                 Some(i) if (i as usize) < expected => i as usize,
-                _ => return Err(format!("`data[{pos}].index` is {i}, not an input position (0..{expected})")),
+                _ => {
+                    return Err(format!(
+                        "`data[{pos}].index` is {i}, not an input position (0..{expected})"
+                    ))
+                }
             },
         };
         if out[index].is_some() {
@@ -383,18 +388,29 @@ mod tests {
         assert!(e("", 1).contains("empty response body"));
         assert!(e("<html>502</html>", 1).contains("HTML page"));
         assert!(e(r#"{"data":[{"embedding":[1]}]}"#, 2).contains("1 vector(s) for 2 input(s)"));
-        assert!(e(r#"{"data":[{"embedding":[1,2]},{"embedding":[1]}]}"#, 2).contains("different sizes"));
-        assert!(e(r#"{"data":[{"embedding":[1,"x"]}]}"#, 1).contains("embedding[1]` is \"x\", not a finite number"));
+        assert!(
+            e(r#"{"data":[{"embedding":[1,2]},{"embedding":[1]}]}"#, 2).contains("different sizes")
+        );
+        assert!(e(r#"{"data":[{"embedding":[1,"x"]}]}"#, 1)
+            .contains("embedding[1]` is \"x\", not a finite number"));
         assert!(e(r#"{"data":[{"embedding":[1,null]}]}"#, 1).contains("not a finite number"));
         assert!(e(r#"{"data":[{"embedding":[1e39]}]}"#, 1).contains("not a finite number"));
         assert!(e(r#"{"data":[{"embedding":"AAAA"}]}"#, 1).contains("base64"));
-        assert!(e(r#"{"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[2]}]}"#, 2).contains("twice"));
+        assert!(e(
+            r#"{"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[2]}]}"#,
+            2
+        )
+        .contains("twice"));
         assert!(e(r#"{"data":[{"index":5,"embedding":[1]}]}"#, 1).contains("not an input position"));
-        assert!(e(r#"{"error":{"message":"bad model"}}"#, 1).contains("reported an error: bad model"));
+        assert!(
+            e(r#"{"error":{"message":"bad model"}}"#, 1).contains("reported an error: bad model")
+        );
         assert!(e(r#"{"object":"list"}"#, 1).contains("no `data` list"));
         assert!(e(r#"{"data":[{"embedding":[]}]}"#, 1).contains("is empty"));
-        assert!(parse_embeddings(r#"{"data":[{"embedding":[1,2]}]}"#, 1, Some(3))
-            .unwrap_err()
-            .contains("asked for 3 dimensions"));
+        assert!(
+            parse_embeddings(r#"{"data":[{"embedding":[1,2]}]}"#, 1, Some(3))
+                .unwrap_err()
+                .contains("asked for 3 dimensions")
+        );
     }
 }

@@ -451,7 +451,11 @@ impl Index {
         Ok(docs)
     }
 
-    fn decode(&self, doc: &TantivyDocument, score: Option<f32>) -> Result<Document, RetrievalError> {
+    fn decode(
+        &self,
+        doc: &TantivyDocument,
+        score: Option<f32>,
+    ) -> Result<Document, RetrievalError> {
         let get = |field: Field, name: &str| {
             doc.get_first(field)
                 .and_then(|v| v.as_str())

@@ -72,9 +72,19 @@ pub(crate) fn load(path: &Path, identity: &str) -> Loaded {
     match File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return empty(None),
-        Err(e) => return empty(Some(format!("cannot read {}: {e}; re-embedding", path.display()))),
+        Err(e) => {
+            return empty(Some(format!(
+                "cannot read {}: {e}; re-embedding",
+                path.display()
+            )))
+        }
     }
-    let bad = |why: &str| empty(Some(format!("vector store {} {why}; re-embedding", path.display())));
+    let bad = |why: &str| {
+        empty(Some(format!(
+            "vector store {} {why}; re-embedding",
+            path.display()
+        )))
+    };
     if bytes.len() < 12 || &bytes[..8] != MAGIC {
         return bad("is not a ragloop vector file");
     }
@@ -152,7 +162,9 @@ pub(crate) fn rewrite<'a>(
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
-        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
         std::process::id()
     ));
     let mut bytes = header_bytes(identity, dim);
@@ -219,7 +231,8 @@ mod tests {
     fn round_trip_append_and_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let path = store_path(&dir.path().join("abc"), "m\0u\0native");
-        assert!(path.ends_with("abc.vectors/".to_string() + path.file_name().unwrap().to_str().unwrap()));
+        assert!(path
+            .ends_with("abc.vectors/".to_string() + path.file_name().unwrap().to_str().unwrap()));
         let a = uuid::Uuid::from_u128(1);
         let b = uuid::Uuid::from_u128(2);
         let len = rewrite(&path, "id", 2, [(&a, &[1.0f32, 0.0][..])].into_iter()).unwrap();
@@ -234,8 +247,14 @@ mod tests {
         assert_eq!(l.stored, 2);
         assert_eq!(l.records[&b], vec![0.0, 1.0]);
         assert_eq!(l.valid_len, len + 16 + 8);
-        assert!(load(&path, "other").note.unwrap().contains("another embedding model"));
+        assert!(load(&path, "other")
+            .note
+            .unwrap()
+            .contains("another embedding model"));
         std::fs::write(&path, b"garbage").unwrap();
-        assert!(load(&path, "id").note.unwrap().contains("not a ragloop vector file"));
+        assert!(load(&path, "id")
+            .note
+            .unwrap()
+            .contains("not a ragloop vector file"));
     }
 }

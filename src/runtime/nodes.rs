@@ -149,14 +149,15 @@ pub(super) async fn exec(
                 .tools
                 .get(tool)
                 .ok_or_else(|| plain(format!("tool `{tool}` is not open")))?;
-            let docs = r
-                .search(&q, top_k)
-                .await
-                .map_err(|e| {
-                    // Web-search tools name themselves already.
-                    let own = format!("tool `{tool}`: ");
-                    plain(if e.starts_with(&own) { e } else { format!("{own}{e}") })
-                })?;
+            let docs = r.search(&q, top_k).await.map_err(|e| {
+                // Web-search tools name themselves already.
+                let own = format!("tool `{tool}`: ");
+                plain(if e.starts_with(&own) {
+                    e
+                } else {
+                    format!("{own}{e}")
+                })
+            })?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
         Body::Llm(call) => {

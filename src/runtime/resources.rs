@@ -253,11 +253,15 @@ impl Resources {
                 RetrieverKind::Dense | RetrieverKind::Hybrid => {
                     let at = |e: String| format!("retriever `{name}`: {e}");
                     let model = r.embedding.as_deref().ok_or_else(|| {
-                        at(format!("kind `{}` needs `embedding: <model name>`", r.kind.as_str()))
+                        at(format!(
+                            "kind `{}` needs `embedding: <model name>`",
+                            r.kind.as_str()
+                        ))
                     })?;
-                    let spec_model = spec.models.get(model).ok_or_else(|| {
-                        at(format!("embedding model `{model}` is not declared"))
-                    })?;
+                    let spec_model = spec
+                        .models
+                        .get(model)
+                        .ok_or_else(|| at(format!("embedding model `{model}` is not declared")))?;
                     let embedder =
                         Embedder::from_model(model, spec_model, r.dimensions, r.batch_size)
                             .map_err(at)?;

@@ -32,7 +32,9 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
                 diags.push(
                     Diagnostic::new(
                         Code::WrongType,
-                        format!("retriever `{name}` is of kind `{kind}`: `{key}` has no effect there"),
+                        format!(
+                            "retriever `{name}` is of kind `{kind}`: `{key}` has no effect there"
+                        ),
                     )
                     .at(ls.key_span(&["retrievers", name, key]))
                     .help(format!("{takes}; remove it or change `kind`")),
@@ -58,7 +60,9 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             diags.push(
                 Diagnostic::new(
                     Code::UnknownModel,
-                    format!("retriever `{name}` uses embedding model `{model}`, which is not declared"),
+                    format!(
+                        "retriever `{name}` uses embedding model `{model}`, which is not declared"
+                    ),
                 )
                 .at(ls.span(&at))
                 .help(suggest(model, spec.models.keys())),
@@ -121,7 +125,9 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             diags.push(
                 Diagnostic::new(
                     Code::WrongType,
-                    format!("`tools.{name}.timeout_secs` is {v}; it must be between 0.001 and 86400"),
+                    format!(
+                        "`tools.{name}.timeout_secs` is {v}; it must be between 0.001 and 86400"
+                    ),
                 )
                 .at(ls.span(&["tools", name, "timeout_secs"])),
             );
@@ -147,7 +153,9 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
                 diags.push(
                     Diagnostic::new(
                         Code::WrongType,
-                        format!("`retrievers.{name}.{key}` is {v}; it must be between {min} and {max}"),
+                        format!(
+                            "`retrievers.{name}.{key}` is {v}; it must be between {min} and {max}"
+                        ),
                     )
                     .at(ls.span(&["retrievers", name, key])),
                 );
