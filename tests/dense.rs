@@ -462,6 +462,12 @@ fn embedder_configuration_errors() {
     assert!(Embedder::from_model("emb", &nameless, None, None)
         .unwrap_err()
         .contains("names no `model`"));
+    let no_key: ModelSpec =
+        serde_json::from_value(json!({"provider": "openai", "model": "text-embedding-3-small"}))
+            .unwrap();
+    assert!(Embedder::from_model("emb", &no_key, None, None)
+        .unwrap_err()
+        .contains("needs a key: set `api_key_env`"));
     let bad_url = model("127.0.0.1:8080", "m", json!({}));
     assert!(Embedder::from_model("emb", &bad_url, None, None).is_err());
 }

@@ -68,8 +68,9 @@ impl Embedder {
     ///
     /// # Errors
     /// A message naming the model when its provider is not `openai`, it has no
-    /// `model`, its `base_url` is not an http(s) URL, or its key variable is unset or
-    /// empty.
+    /// `model`, its `base_url` is not an http(s) URL, its key variable is unset or
+    /// empty, or it names neither `base_url` nor `api_key_env` (OpenAI's API needs a
+    /// key).
     pub fn from_model(
         name: &str,
         spec: &ModelSpec,
@@ -89,6 +90,11 @@ impl Embedder {
             .filter(|m| !m.is_empty())
             .ok_or_else(|| format!("embedding model `{name}` names no `model`"))?;
         let key = match &spec.api_key_env {
+            None if spec.base_url.is_none() => {
+                return Err(format!(
+                    "embedding model `{name}`: OpenAI's API ({OPENAI_BASE_URL}) needs a key: set `api_key_env` (e.g. OPENAI_API_KEY), or `base_url` for a local server"
+                ))
+            }
             None => None,
             Some(var) => Some(
                 std::env::var(var)
