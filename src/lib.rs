@@ -12,7 +12,8 @@
 //!    [`diag::Diagnostic`]s with stable codes.
 //! 3. [`graph`] compiles a validated spec into a petgraph graph and exports it as
 //!    Mermaid or DOT.
-//! 4. [`retrieval`] ingests a corpus into a persistent BM25 index.
+//! 4. [`retrieval`] ingests a corpus into a persistent BM25 index (and dense vectors).
+//! 5. [`runtime`] runs a validated spec; [`websearch`] answers its web-search tools.
 //!
 //! The `ragloop` binary is a thin layer over these modules.
 #![warn(missing_docs)]
@@ -29,3 +30,4 @@ pub mod runtime;
 pub mod spec;
 pub mod tasks;
 pub mod validate;
+pub mod websearch;

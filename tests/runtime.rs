@@ -504,8 +504,10 @@ fn huge_question_runs() {
 
 fn tool_spec(kind: &str) -> String {
     let tool = match kind {
-        "corpus" => "  web: {kind: corpus, corpus: corpus, top_k: 1}\n",
-        _ => "  web: {kind: searxng, base_url: \"http://localhost:8888\"}\n",
+        "corpus" => "  web: {kind: corpus, corpus: corpus, top_k: 1}\n".to_string(),
+        url => {
+            format!("  web: {{kind: searxng, base_url: \"{url}\", retries: 0, timeout_secs: 2}}\n")
+        }
     };
     mini(
         "  search:\n    kind: tool\n    tool: web\n    query: \"{{ question }}\"\n    update:\n      log: \"output | map(attribute='id') | list\"\n",
@@ -515,7 +517,7 @@ fn tool_spec(kind: &str) -> String {
 }
 
 #[test]
-fn corpus_tool_searches_and_web_tools_are_not_in_this_build() {
+fn corpus_tool_searches_and_web_tool_failures_name_the_tool() {
     // The corpus tool searches the project's `corpus` directory with BM25 (top_k 1).
     let p = project(&tool_spec("corpus"), &json!({}));
     std::env::set_var("RAGLOOP_CACHE_DIR", p.dir.path().join("cache"));
@@ -536,12 +538,22 @@ fn corpus_tool_searches_and_web_tools_are_not_in_this_build() {
         Some(36),
         "a chunk id: {log:?}"
     );
-    let p = project(&tool_spec("searxng"), &json!({}));
+    // A SearxNG tool whose server is gone: the node fails, naming the tool and the
+    // endpoint (web search itself is tested against mock servers in tests/websearch.rs).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = project(&tool_spec(&format!("http://127.0.0.1:{port}")), &json!({}));
     let r = quick(&program(&p.spec), json!({}), vec![]);
     assert_eq!(r.status, Status::Failed);
     let e = r.error.unwrap();
     assert!(
-        e.contains("node `search`") && e.contains("not implemented in this build"),
+        e.contains("node `search`")
+            && e.contains(&format!(
+                "tool `web`: searxng at http://127.0.0.1:{port}/search: cannot connect"
+            )),
         "{e}"
     );
 }

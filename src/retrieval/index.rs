@@ -424,14 +424,38 @@ impl Index {
         let mut docs = Vec::with_capacity(top_k + 4);
         for (score, addr) in hits.into_iter().filter(|(s, _)| *s >= cutoff) {
             let doc: TantivyDocument = searcher.doc(addr).map_err(tv(&self.dir))?;
-            docs.push((score, self.decode(&doc, score)?));
+            docs.push((score, self.decode(&doc, Some(score))?));
         }
         docs.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
         docs.truncate(top_k);
         Ok(docs.into_iter().map(|(_, d)| d).collect())
     }
 
-    fn decode(&self, doc: &TantivyDocument, score: f32) -> Result<Document, RetrievalError> {
+    /// Every chunk of the index, ordered by id, without `score`. Dense retrieval
+    /// embeds these.
+    ///
+    /// # Errors
+    /// [`RetrievalError::Tantivy`] if the index cannot be read,
+    /// [`RetrievalError::Corrupt`] if a stored document cannot be decoded.
+    pub fn documents(&self) -> Result<Vec<Document>, RetrievalError> {
+        let searcher = self.reader.searcher();
+        let mut docs = Vec::with_capacity(searcher.num_docs() as usize);
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            for doc_id in segment.doc_ids_alive() {
+                let addr = tantivy::DocAddress::new(ord as u32, doc_id);
+                let doc: TantivyDocument = searcher.doc(addr).map_err(tv(&self.dir))?;
+                docs.push(self.decode(&doc, None)?);
+            }
+        }
+        docs.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(docs)
+    }
+
+    fn decode(
+        &self,
+        doc: &TantivyDocument,
+        score: Option<f32>,
+    ) -> Result<Document, RetrievalError> {
         let get = |field: Field, name: &str| {
             doc.get_first(field)
                 .and_then(|v| v.as_str())
@@ -449,7 +473,9 @@ impl Index {
                 path: self.dir.clone(),
                 message: format!("metadata of {id} is not a JSON object: {e}"),
             })?;
-        metadata.insert("score".into(), serde_json::Value::from(f64::from(score)));
+        if let Some(score) = score {
+            metadata.insert("score".into(), serde_json::Value::from(f64::from(score)));
+        }
         Ok(Document {
             id,
             content,

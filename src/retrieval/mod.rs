@@ -16,15 +16,20 @@
 //! See `docs/retrieval.md` for the on-disk layout and measured figures.
 
 mod chunk;
+pub mod dense;
+pub mod embed;
 mod fingerprint;
 mod html;
 mod index;
 mod ingest;
 mod markdown;
+mod vectors;
 
 use std::path::{Path, PathBuf};
 
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
+pub use dense::{DenseIndex, DenseRetriever, Fusion};
+pub use embed::Embedder;
 pub use html::{extract_html, HtmlPage};
 pub use index::{Index, FORMAT_VERSION};
 pub use ingest::{load_corpus, Extracted, Heading, LoadedCorpus, LoadedFile};

@@ -29,7 +29,7 @@ pub mod trace;
 
 pub use interpreter::run;
 pub use program::Program;
-pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever};
+pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture};
 pub use status::Status;
 pub use trace::{JsonlTrace, NoTrace, Observer, StepRecord, Verbose};
 

@@ -127,6 +127,7 @@ pub(super) async fn exec(
                 .ok_or_else(|| plain(format!("retriever `{retriever}` is not open")))?;
             let docs = r
                 .search(&q, *top_k)
+                .await
                 .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
@@ -138,17 +139,9 @@ pub(super) async fn exec(
                 .get(tool)
                 .ok_or_else(|| plain(format!("unknown tool `{tool}`")))?;
             let top_k = match spec {
-                crate::spec::types::ToolSpec::Corpus { top_k, .. } => *top_k as usize,
-                crate::spec::types::ToolSpec::Searxng { .. } => {
-                    return Err(plain(format!(
-                        "tool `{tool}`: kind `searxng` is not implemented in this build"
-                    )))
-                }
-                crate::spec::types::ToolSpec::Tavily { .. } => {
-                    return Err(plain(format!(
-                        "tool `{tool}`: kind `tavily` is not implemented in this build"
-                    )))
-                }
+                crate::spec::types::ToolSpec::Corpus { top_k, .. }
+                | crate::spec::types::ToolSpec::Searxng { top_k, .. }
+                | crate::spec::types::ToolSpec::Tavily { top_k, .. } => *top_k as usize,
             };
             let q = render(query, &Scope::make(mirror, Vec::new()))
                 .map_err(|e| plain(format!("query template: {e}")))?;
@@ -156,9 +149,15 @@ pub(super) async fn exec(
                 .tools
                 .get(tool)
                 .ok_or_else(|| plain(format!("tool `{tool}` is not open")))?;
-            let docs = r
-                .search(&q, top_k)
-                .map_err(|e| plain(format!("tool `{tool}`: {e}")))?;
+            let docs = r.search(&q, top_k).await.map_err(|e| {
+                // Web-search tools name themselves already.
+                let own = format!("tool `{tool}`: ");
+                plain(if e.starts_with(&own) {
+                    e
+                } else {
+                    format!("{own}{e}")
+                })
+            })?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
         Body::Llm(call) => {

@@ -226,7 +226,9 @@ pub struct Price {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieverSpec {
-    /// Retriever kind. `bm25`: the embedded tantivy index over a local corpus.
+    /// Retriever kind: `bm25` (the embedded tantivy index over a local corpus),
+    /// `dense` (cosine similarity of embeddings of the same chunks) or `hybrid` (both,
+    /// fused by reciprocal rank).
     pub kind: RetrieverKind,
     /// Corpus directory, relative to the project root, or `rust-docs:book` for the
     /// Rust book installed with the toolchain. `--corpus DIR` overrides it.
@@ -238,6 +240,29 @@ pub struct RetrieverSpec {
     /// File names or glob patterns left out of the index (default: `print.html`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Vec<String>>,
+    /// `dense` and `hybrid` only (required there): the embedding model, a key of
+    /// `models` with `provider: openai` and `model` set (e.g. `text-embedding-3-small`).
+    /// Its `base_url`, `api_key_env`, `timeout_secs` and `retries` apply to the
+    /// `/v1/embeddings` calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<String>,
+    /// `dense` and `hybrid` only: vector size requested from the server (the
+    /// `dimensions` parameter of OpenAI's text-embedding-3 models). Absent: the
+    /// model's native size, and no `dimensions` parameter is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub dimensions: Option<u32>,
+    /// `dense` and `hybrid` only: chunks per embeddings request when the corpus is
+    /// embedded (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 2048))]
+    pub batch_size: Option<u32>,
+    /// `hybrid` only: the constant `k` of reciprocal rank fusion,
+    /// `score(d) = 1/(k + rank_bm25(d)) + 1/(k + rank_dense(d))` (default 60, the value
+    /// of Cormack, Clarke and Büttcher, SIGIR 2009).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100000))]
+    pub rrf_k: Option<u32>,
 }
 
 fn default_top_k() -> u32 {
@@ -250,6 +275,26 @@ fn default_top_k() -> u32 {
 pub enum RetrieverKind {
     /// BM25 over the embedded index.
     Bm25,
+    /// Exact cosine similarity between the query's embedding and every chunk's.
+    Dense,
+    /// BM25 and dense results fused by reciprocal rank.
+    Hybrid,
+}
+
+impl RetrieverKind {
+    /// The kind as written in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetrieverKind::Bm25 => "bm25",
+            RetrieverKind::Dense => "dense",
+            RetrieverKind::Hybrid => "hybrid",
+        }
+    }
+
+    /// Whether the kind needs an embedding model.
+    pub fn embeds(self) -> bool {
+        !matches!(self, RetrieverKind::Bm25)
+    }
 }
 
 /// A named tool.
@@ -265,26 +310,46 @@ pub enum ToolSpec {
         #[schemars(range(min = 1, max = 1000))]
         top_k: u32,
     },
-    /// A SearxNG-compatible JSON search endpoint (`/search?q=...&format=json`).
+    /// A SearxNG-compatible JSON search endpoint: `GET {base_url}/search?q=...&format=json`.
     Searxng {
-        /// Base URL of the SearxNG instance.
+        /// Base URL of the SearxNG instance (`http://` or `https://`), e.g.
+        /// `http://127.0.0.1:8888`.
         base_url: String,
         /// Results per search.
         #[serde(default = "default_top_k")]
         #[schemars(range(min = 1, max = 1000))]
         top_k: u32,
+        /// Timeout of one attempt, in seconds (default 20).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0.001))]
+        timeout_secs: Option<f64>,
+        /// Attempts after the first one for transient failures (timeouts, 429, 5xx;
+        /// default 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(max = 10))]
+        retries: Option<u32>,
     },
-    /// Tavily's search API.
+    /// Tavily's search API: `POST {base_url}/search` with `Authorization: Bearer <key>`.
     Tavily {
-        /// Environment variable holding the Tavily key.
+        /// Environment variable holding the Tavily key. A missing key is reported
+        /// before the run starts.
         api_key_env: String,
-        /// Base URL (default Tavily's public API).
+        /// Base URL (default `https://api.tavily.com`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         base_url: Option<String>,
-        /// Results per search.
+        /// Results per search (Tavily returns at most 20).
         #[serde(default = "default_top_k")]
         #[schemars(range(min = 1, max = 1000))]
         top_k: u32,
+        /// Timeout of one attempt, in seconds (default 20).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0.001))]
+        timeout_secs: Option<f64>,
+        /// Attempts after the first one for transient failures (timeouts, 429, 5xx;
+        /// default 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(max = 10))]
+        retries: Option<u32>,
     },
 }
 

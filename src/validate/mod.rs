@@ -8,6 +8,7 @@
 mod graph;
 mod models;
 mod refs;
+mod retrieval;
 mod schemas;
 mod templates;
 
@@ -136,6 +137,7 @@ pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Di
     let mut diags = Vec::new();
     let refs_ok = refs::check(spec, opts, &mut diags);
     models::check(spec, &mut diags);
+    retrieval::check(spec, &mut diags);
     let state = schemas::check(spec, sources, &mut diags);
     templates::check(spec, &state, sources, &mut diags);
     if refs_ok {
