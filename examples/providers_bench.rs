@@ -191,7 +191,7 @@ fn main() {
     let mut rtimes = Vec::new();
     for _ in 0..runs.max(5) {
         let t = Instant::now();
-        let _ = retriever.search(&question, 4);
+        let _ = rt.block_on(retriever.search(&question, 4));
         rtimes.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let retrieval_ms = median(&mut rtimes) * retrievals as f64;
