@@ -51,6 +51,9 @@ pub struct RunArgs {
     /// Print each step on stderr.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Response cache, cassette recording and replay.
+    #[command(flatten)]
+    pub calls: super::calls::CallArgs,
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
@@ -99,6 +102,13 @@ fn print_human(r: &RunResult) {
         r.iterations
     );
     let _ = writeln!(out, "Status: {}", r.status);
+    if r.usage.cached_calls > 0 {
+        let _ = writeln!(
+            out,
+            "Cached: {} of {} LLM call(s) answered from the response cache or a cassette",
+            r.usage.cached_calls, r.usage.calls
+        );
+    }
     if let Some(e) = &r.error {
         eprintln!("ragloop run: {e}");
     }
@@ -180,11 +190,17 @@ pub fn run(args: RunArgs) -> ExitCode {
             Err(e) => return usage(format!("cannot create trace file {}: {e}", path.display())),
         }
     }
-    let opts = ResourceOptions {
+    let mut opts = ResourceOptions {
         corpus: args.corpus.clone(),
         progress: !args.json,
         ..ResourceOptions::default()
     };
+    let mut inputs = vec![args.spec.as_path()];
+    inputs.extend(args.input.as_deref());
+    inputs.extend(args.trace.as_deref());
+    if let Err(e) = args.calls.apply(&mut opts, &inputs) {
+        return usage(e);
+    }
     let resources = match Resources::prepare(&program, opts) {
         Ok(r) => r,
         Err(e) => {

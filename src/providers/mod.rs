@@ -4,8 +4,11 @@
 //!
 //! Errors are sorted into transient (worth a retry), permanent, and
 //! unsupported/invalid-output kinds, so retries touch only what a retry can fix.
+pub mod cache;
+pub mod cassette;
 pub mod offline;
 pub mod registry;
+pub mod replay;
 pub mod scripted;
 
 use crate::spec::types::ModelSpec;
@@ -75,7 +78,9 @@ pub struct LlmResponse {
     /// Usage of the call.
     pub usage: Usage,
     /// True when no model was called: the answer came from the response cache or a
-    /// cassette (its usage is the recorded call's, its cost is not spent again).
+    /// cassette. Its usage is the recorded call's (tokens and cost); the runtime counts
+    /// the tokens but not the cost, which is not spent again (see
+    /// [`crate::runtime::trace::LlmStats`]).
     pub cached: bool,
 }
 

@@ -11,7 +11,9 @@ use std::sync::Arc;
 /// - `offline`: [`super::offline::OfflineProvider`] with the model's `params` and
 ///   `index` (the spec's first retriever's index, for corpus statistics);
 /// - `scripted`: a fixture file named by `params.file`, relative to `root`;
-/// - `openai`, `anthropic`, `replay`: not available in this build.
+/// - `replay`: a cassette named by `params.file`, relative to `root` (see
+///   [`super::replay::ReplayProvider::from_spec`]);
+/// - `openai`, `anthropic`: not available in this build.
 ///
 /// # Errors
 /// A message naming the model when the provider cannot be built.
@@ -32,6 +34,8 @@ pub fn provider_for(
             let path = crate::spec::load::resolve_under(root, file, None).map_err(|d| format!("model `{name}`: {}", d.message))?;
             ScriptedProvider::from_file(&path).map(|p| Arc::new(p) as Arc<dyn Provider>).map_err(|e| format!("model `{name}`: {e}"))
         }
+        Kind::Replay => super::replay::ReplayProvider::from_spec(name, model, root)
+            .map(|p| Arc::new(p) as Arc<dyn Provider>),
         other => Err(format!(
             "model `{name}`: provider `{}` is not available in this build (use `--model {name}=offline` to run it offline)",
             other.as_str()

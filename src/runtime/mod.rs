@@ -50,17 +50,21 @@ pub struct RunInput {
     pub sets: Vec<(String, Value)>,
 }
 
-/// Token usage of a whole run.
+/// Token usage of a whole run (the sum of the steps' [`trace::LlmStats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct RunUsage {
-    /// LLM calls (repairs included).
+    /// LLM calls (repairs included, cached answers included).
     pub calls: u64,
-    /// Prompt tokens.
+    /// Of `calls`, those answered from the response cache or a cassette.
+    pub cached_calls: u64,
+    /// Prompt tokens (cached answers count with their recorded tokens).
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars.
+    /// Cost in US dollars spent by this run.
     pub cost_usd: f64,
+    /// Recorded cost in US dollars of the cached answers, not spent again.
+    pub saved_usd: f64,
 }
 
 /// What a run returns.
