@@ -118,7 +118,11 @@ impl KeyConfig {
                 crate::spec::types::StructuredMode::ToolCall => "tool_call".to_string(),
                 crate::spec::types::StructuredMode::JsonSchema => "json_schema".to_string(),
             }),
-            params: m.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            params: m
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
     }
 

@@ -487,7 +487,10 @@ impl Cassette {
             }
             let key = RequestKey::from_hex(&parsed.key).map_err(|e| bad(lineno, e))?;
             if parsed.output.is_none() && parsed.error.is_none() {
-                return Err(bad(lineno, "the exchange has neither `output` nor `error`".into()));
+                return Err(bad(
+                    lineno,
+                    "the exchange has neither `output` nor `error`".into(),
+                ));
             }
             *c.per_node.entry(parsed.node).or_default() += 1;
             if !c

@@ -87,8 +87,13 @@ impl ReplayProvider {
                 let fits: Vec<&&KeyConfig> = several
                     .iter()
                     .filter(|c| {
-                        want.model.as_ref().is_none_or(|m| c.model.as_ref() == Some(m))
-                            && want.base_url.as_ref().is_none_or(|u| c.base_url.as_ref() == Some(u))
+                        want.model
+                            .as_ref()
+                            .is_none_or(|m| c.model.as_ref() == Some(m))
+                            && want
+                                .base_url
+                                .as_ref()
+                                .is_none_or(|u| c.base_url.as_ref() == Some(u))
                             && want.max_tokens.is_none_or(|t| c.max_tokens == Some(t))
                             && want
                                 .structured_output

@@ -55,7 +55,7 @@ pub struct RunInput {
 pub struct RunUsage {
     /// LLM calls (repairs included, cached answers included).
     pub calls: u64,
-    /// Of `calls`, those answered from the response cache or a cassette.
+    /// Of `calls`, the answers served from the response cache or a cassette.
     pub cached_calls: u64,
     /// Prompt tokens (cached answers count with their recorded tokens).
     pub input_tokens: u64,

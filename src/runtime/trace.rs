@@ -45,7 +45,8 @@ pub struct Route {
 pub struct LlmStats {
     /// Calls made (repairs and failed attempts included, cached answers included).
     pub calls: u64,
-    /// Of `calls`, those answered from the response cache or a cassette.
+    /// Of `calls`, the answers served from the response cache or a cassette (a
+    /// replayed failure counts as a call, not as a cached answer).
     pub cached: u64,
     /// Prompt tokens.
     pub input_tokens: u64,

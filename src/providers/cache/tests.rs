@@ -78,7 +78,10 @@ fn fields_that_do_not_change_answers_do_not_change_the_key() {
         ("retries", json!(4)),
         ("concurrency", json!(2)),
         ("requests_per_minute", json!(60)),
-        ("price", json!({"input_per_mtok": 1.0, "output_per_mtok": 2.0})),
+        (
+            "price",
+            json!({"input_per_mtok": 1.0, "output_per_mtok": 2.0}),
+        ),
     ] {
         let mut b = base();
         b[field] = v;
@@ -119,15 +122,26 @@ fn every_request_field_changes_the_key() {
     let mut f = r.clone();
     f.messages[0].content = "be strictis it relevant?".into();
     f.messages[1].content = String::new();
-    for (what, x) in [("content", a), ("role", b), ("repair turn", c), ("no schema", d), ("schema", e), ("split", f)] {
+    for (what, x) in [
+        ("content", a),
+        ("role", b),
+        ("repair turn", c),
+        ("no schema", d),
+        ("schema", e),
+        ("split", f),
+    ] {
         assert_ne!(key_of(&m, &x), k, "{what} must change the key");
     }
 }
 
 #[test]
 fn object_key_order_does_not_change_the_key() {
-    let m1 = model(json!({"provider": "openai", "model": "x", "params": {"a": 1, "b": {"c": 1, "d": 2}}}));
-    let m2 = model(json!({"provider": "openai", "model": "x", "params": {"b": {"d": 2, "c": 1}, "a": 1}}));
+    let m1 = model(
+        json!({"provider": "openai", "model": "x", "params": {"a": 1, "b": {"c": 1, "d": 2}}}),
+    );
+    let m2 = model(
+        json!({"provider": "openai", "model": "x", "params": {"b": {"d": 2, "c": 1}, "a": 1}}),
+    );
     let r1 = req(&m1);
     let mut r2 = r1.clone();
     r2.schema = Some(Arc::new(
@@ -159,7 +173,11 @@ fn offline_keys_hold_task_and_inputs_and_scripted_keys_hold_the_node() {
     let r = req(&sc);
     let mut d = r.clone();
     d.node = "other".into();
-    assert_ne!(key_of(&sc, &d), key_of(&sc, &r), "scripted: node is in the key");
+    assert_ne!(
+        key_of(&sc, &d),
+        key_of(&sc, &r),
+        "scripted: node is in the key"
+    );
 }
 
 #[test]
@@ -246,8 +264,12 @@ fn cache_round_trip_and_corrupt_entries() {
 #[test]
 fn cacheable_models() {
     assert!(cacheable(&model(json!({"provider": "openai"}))));
-    assert!(cacheable(&model(json!({"provider": "anthropic", "temperature": 0}))));
-    assert!(!cacheable(&model(json!({"provider": "openai", "temperature": 0.2}))));
+    assert!(cacheable(&model(
+        json!({"provider": "anthropic", "temperature": 0})
+    )));
+    assert!(!cacheable(&model(
+        json!({"provider": "openai", "temperature": 0.2})
+    )));
     assert!(!cacheable(&model(json!({"provider": "offline"}))));
     assert!(!cacheable(&model(json!({"provider": "scripted"}))));
     assert!(!cacheable(&model(json!({"provider": "replay"}))));
