@@ -204,7 +204,7 @@ fn second_run_hits_the_cache_for_temperature_0_only() {
     assert_eq!(mock.calls.load(Ordering::SeqCst), 3);
     assert_eq!(a.answer, b.answer);
     assert_eq!(step(&trace, "say")["llm"]["cached"], json!(1));
-    assert_eq!(step(&trace, "say")["llm"]["cost_usd"], json!(0.0));
+    assert_eq!(step(&trace, "say")["llm"]["cost_usd"], json!(0.25));
     assert_eq!(step(&trace, "say")["llm"]["saved_usd"], json!(0.25));
     assert_eq!(step(&trace, "say")["llm"]["input_tokens"], json!(10));
     assert_eq!(step(&trace, "draft")["llm"]["cached"], json!(0));
@@ -212,7 +212,8 @@ fn second_run_hits_the_cache_for_temperature_0_only() {
     assert_eq!(fin["usage"]["cached_calls"], json!(1));
     assert_eq!(b.usage.calls, 2);
     assert_eq!(b.usage.cached_calls, 1);
-    assert_eq!(b.usage.cost_usd, 0.25);
+    // Same figures as the first run; the money spent is cost - saved.
+    assert_eq!(b.usage.cost_usd, a.usage.cost_usd);
     assert_eq!(b.usage.saved_usd, 0.25);
     assert_eq!(b.usage.input_tokens, a.usage.input_tokens);
     assert_eq!(cache.stats(), (1, 1));
@@ -364,6 +365,7 @@ fn recording_covers_cache_hits_failures_and_abandoned_calls_and_replays_them() {
     assert_eq!(replayed.usage.cached_calls, 2);
     assert_eq!(replayed.usage.input_tokens, live.usage.input_tokens);
     assert_eq!(replayed.usage.saved_usd, 0.5);
+    assert_eq!(replayed.usage.cost_usd, live.usage.cost_usd);
 }
 
 #[test]

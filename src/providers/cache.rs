@@ -61,8 +61,8 @@
 //! measured figures).
 //!
 //! A cache hit returns the stored usage (tokens and the cost of the original call)
-//! with [`LlmResponse::cached`] set; the runtime counts its tokens but not its cost
-//! (see [`crate::runtime::trace::LlmStats`]).
+//! with [`LlmResponse::cached`] set; the runtime counts it like any answer and adds its
+//! cost to `saved_usd` as well (see [`crate::runtime::trace::LlmStats`]).
 use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError, Usage};
 use crate::spec::types::{ModelSpec, Provider as Kind};
 use futures::future::BoxFuture;

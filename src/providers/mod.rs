@@ -79,7 +79,7 @@ pub struct LlmResponse {
     pub usage: Usage,
     /// True when no model was called: the answer came from the response cache or a
     /// cassette. Its usage is the recorded call's (tokens and cost); the runtime counts
-    /// the tokens but not the cost, which is not spent again (see
+    /// it like any answer and adds its cost to `saved_usd` too (not spent again, see
     /// [`crate::runtime::trace::LlmStats`]).
     pub cached: bool,
 }

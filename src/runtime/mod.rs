@@ -61,9 +61,10 @@ pub struct RunUsage {
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars spent by this run.
+    /// Cost in US dollars of the answers (cached ones at their recorded cost); the
+    /// money spent by this run is `cost_usd - saved_usd`.
     pub cost_usd: f64,
-    /// Recorded cost in US dollars of the cached answers, not spent again.
+    /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
     pub saved_usd: f64,
 }
 

@@ -371,12 +371,11 @@ async fn timed(
     let resp = r?;
     stats.input_tokens += resp.usage.input_tokens;
     stats.output_tokens += resp.usage.output_tokens;
+    stats.cost_usd += resp.usage.cost_usd;
     if resp.cached {
-        // Recorded cost, not spent again.
+        // The recorded cost counts (the answer costs that much), but is not spent again.
         stats.cached += 1;
         stats.saved_usd += resp.usage.cost_usd;
-    } else {
-        stats.cost_usd += resp.usage.cost_usd;
     }
     Ok(resp)
 }

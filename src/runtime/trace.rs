@@ -38,9 +38,11 @@ pub struct Route {
 
 /// LLM usage of one step.
 ///
-/// A call answered from the response cache or a cassette (`cached`) counts in `calls`
-/// and its recorded tokens count in `input_tokens`/`output_tokens`, but its recorded
-/// cost goes to `saved_usd`, not `cost_usd`: `cost_usd` is what this run spent.
+/// A call answered from the response cache or a cassette (`cached`) counts in `calls`,
+/// its recorded tokens in `input_tokens`/`output_tokens` and its recorded cost in
+/// `cost_usd` (the cost of the answers, so a replayed run or eval reports the figures
+/// of the recorded one) and also in `saved_usd`: the money this run actually spent is
+/// `cost_usd - saved_usd`.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct LlmStats {
     /// Calls made (repairs and failed attempts included, cached answers included).
@@ -52,9 +54,9 @@ pub struct LlmStats {
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars spent by this run.
+    /// Cost in US dollars of the answers (cached ones at their recorded cost).
     pub cost_usd: f64,
-    /// Recorded cost in US dollars of the cached answers (not spent again).
+    /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
     pub saved_usd: f64,
     /// Wall time spent waiting for the provider, summed over calls, in ms.
     pub latency_ms: f64,
