@@ -460,3 +460,64 @@ fn append_cuts_a_torn_tail_and_continues_the_sequence() {
         .collect();
     assert_eq!(seqs, vec![0, 1, 2, 3]);
 }
+
+#[test]
+fn concurrent_calls_write_whole_lines() {
+    use ragloop::providers::cache::{KeyConfig, KeyMaker};
+    use ragloop::providers::cassette::RecordingProvider;
+    use ragloop::providers::Message;
+    let dir = tempfile::tempdir().expect("tmp");
+    let cas = dir.path().join("c.jsonl");
+    let writer = Arc::new(CassetteWriter::create(&cas).expect("create"));
+    let model: ragloop::spec::types::ModelSpec =
+        serde_json::from_value(json!({"provider": "openai", "model": "x"})).expect("model");
+    let model = Arc::new(model);
+    let rec = RecordingProvider::new(
+        Arc::new(Mock::default()),
+        Arc::clone(&writer),
+        "m",
+        KeyMaker::new(KeyConfig::from_model(&model)),
+    );
+    // 200 calls in flight at once on 2 worker threads, each with a ~20 kB prompt.
+    let reqs: Vec<LlmRequest> = (0..200)
+        .map(|i| LlmRequest {
+            node: "n".into(),
+            item: Some(i),
+            model_name: "m".into(),
+            model: Arc::clone(&model),
+            task: None,
+            inputs: Default::default(),
+            messages: vec![Message {
+                role: "user".into(),
+                content: format!("{i} {}", "x".repeat(20_000)),
+            }],
+            schema: None,
+        })
+        .collect();
+    let rec = Arc::new(rec);
+    let outs = rt().block_on(async {
+        let tasks: Vec<_> = reqs
+            .into_iter()
+            .map(|req| {
+                let rec = Arc::clone(&rec);
+                tokio::spawn(async move { rec.call(&req).await.is_ok() })
+            })
+            .collect();
+        futures::future::join_all(tasks).await
+    });
+    assert!(outs.into_iter().all(|r| r.expect("task")));
+    assert_eq!(writer.written(), 200);
+    let c = Cassette::load(&cas).expect("every line whole");
+    assert_eq!((c.len(), c.keys()), (200, 200));
+    let mut items: Vec<u64> = std::fs::read_to_string(&cas)
+        .expect("read")
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("json")["item"]
+                .as_u64()
+                .expect("item")
+        })
+        .collect();
+    items.sort_unstable();
+    assert_eq!(items, (0..200).collect::<Vec<u64>>());
+}

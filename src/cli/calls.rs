@@ -27,13 +27,20 @@ pub struct CallArgs {
 impl CallArgs {
     /// Fills the cache, replay and record fields of `opts`. `inputs` are the files the
     /// run reads (spec, questions, trace...): `--record` refuses to overwrite them.
-    /// Call it after the spec has loaded (the cassette is created here). Prints a
-    /// warning on stderr when a replayed cassette's last line was torn.
+    /// The cassette is created (truncated), or with `resume` (an eval resumed after a
+    /// kill) appended to after cutting off a torn last line. Call it after the spec
+    /// has loaded. Prints a warning on stderr when a replayed cassette's last line was
+    /// torn.
     ///
     /// # Errors
     /// A usage message: unreadable or malformed cassette (with file:line), a record
     /// file that would overwrite an input, a record file that cannot be created.
-    pub fn apply(&self, opts: &mut ResourceOptions, inputs: &[&Path]) -> Result<(), String> {
+    pub fn apply(
+        &self,
+        opts: &mut ResourceOptions,
+        inputs: &[&Path],
+        resume: bool,
+    ) -> Result<(), String> {
         if !self.no_cache {
             opts.cache = ResponseCache::open_default().map(Arc::new);
         }
@@ -61,7 +68,12 @@ impl CallArgs {
                     p.display()
                 ));
             }
-            opts.record = Some(Arc::new(CassetteWriter::create(path)?));
+            let writer = if resume {
+                CassetteWriter::append(path)?
+            } else {
+                CassetteWriter::create(path)?
+            };
+            opts.record = Some(Arc::new(writer));
         }
         Ok(())
     }

@@ -198,7 +198,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let mut inputs = vec![args.spec.as_path()];
     inputs.extend(args.input.as_deref());
     inputs.extend(args.trace.as_deref());
-    if let Err(e) = args.calls.apply(&mut opts, &inputs) {
+    if let Err(e) = args.calls.apply(&mut opts, &inputs, false) {
         return usage(e);
     }
     let resources = match Resources::prepare(&program, opts) {
