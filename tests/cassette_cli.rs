@@ -125,6 +125,32 @@ fn replaying_another_variant_fails_saying_what_differs() {
         .output()
         .expect("run");
     assert_eq!(o.status.code(), Some(0), "{}", out(&o).1);
+    let calls = lines(&cas).len();
+    // The same run replays, and the human output says where the answers came from.
+    let o = ragloop(tmp.path())
+        .args([
+            "run",
+            "graphs/crag.yaml",
+            "-q",
+            "What does cargo check do?",
+            "--verbose",
+            "--replay",
+        ])
+        .arg(&cas)
+        .output()
+        .expect("replay");
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "Cached: {calls} of {calls} LLM call(s) answered from the response cache or a cassette"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(" cached") && stderr.contains(&format!("({calls} of {calls} LLM call(s)")),
+        "{stderr}"
+    );
     let o = ragloop(tmp.path())
         .args([
             "run",

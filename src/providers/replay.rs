@@ -260,7 +260,22 @@ fn what_differs(
         return Some("the output schema differs".into());
     }
     if keys.config().keys_task() {
-        let x = same_schema[0];
+        // The recorded request with the most equal inputs.
+        let equal = |x: &Exchange| {
+            let rec = x.inputs.as_ref();
+            req.inputs
+                .iter()
+                .filter(|(k, v)| {
+                    rec.and_then(|r| r.get(*k)).map(canonical_bytes) == Some(canonical_bytes(v))
+                })
+                .count()
+        };
+        let x = same_schema
+            .iter()
+            .copied()
+            .filter(|x| x.task == req.task)
+            .max_by_key(|x| equal(x))
+            .unwrap_or(same_schema[0]);
         if x.task != req.task {
             return Some(format!(
                 "the task differs (now {:?}, recorded {:?})",
@@ -280,7 +295,7 @@ fn what_differs(
                 .map(|k| format!("`{k}` (recorded only)")),
         );
         return Some(format!(
-            "input(s) {} differ from the first recorded request",
+            "input(s) {} differ from the closest recorded request",
             diffs.join(", ")
         ));
     }
