@@ -135,6 +135,7 @@ fn bench(c: &mut Criterion) {
                 output: x.output.clone().unwrap_or(Value::Null),
                 usage: x.usage,
                 cached: false,
+                usage_estimated: x.usage_estimated,
             };
             cache.put(&key, &resp).expect("put");
             c.bench_function("cache/hit", |b| b.iter(|| cache.get(&key).expect("hit")));

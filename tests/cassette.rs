@@ -283,16 +283,45 @@ fn variants_never_share_cache_entries() {
     }
 }
 
+fn replay_run(prog: &Program, cas: &Path) -> RunResult {
+    let cassette = Arc::new(Cassette::load(cas).expect("load"));
+    let res = Resources::prepare(
+        prog,
+        ResourceOptions {
+            replay: Some(cassette),
+            ..ResourceOptions::default()
+        },
+    )
+    .expect("resources");
+    let input = RunInput {
+        question: Some("q".into()),
+        sets: vec![],
+    };
+    rt().block_on(run(prog, &res, &input, &mut NoTrace))
+}
+
+fn cassette_lines(cas: &Path) -> Vec<Value> {
+    std::fs::read_to_string(cas)
+        .expect("cassette")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
 #[test]
-fn recording_covers_cache_hits_failures_and_abandoned_calls_and_replays_them() {
+fn recording_covers_cache_hits_and_calls_after_retries_and_replays_them() {
     let s = Setup::new();
-    let prog = s.program(None);
     let cache = s.cache();
     // Warm the cache for `say`.
-    go(&prog, &Arc::new(Mock::default()), with_cache(&cache), "q");
+    go(
+        &s.program(None),
+        &Arc::new(Mock::default()),
+        with_cache(&cache),
+        "q",
+    );
 
-    // `hot` retries: attempt 1 is abandoned by a 100 ms timeout, attempt 2 fails with
-    // a 503, attempt 3 answers. `say` is a cache hit.
+    // `hot` retries inside its provider: attempt 1 times out (100 ms), attempt 2 gets
+    // a 503, attempt 3 answers. The cassette holds the call as the runtime saw it.
     let spec = SPEC.replace(
         "hot: {provider: openai, model: mock-model, temperature: 0.7}",
         "hot: {provider: openai, model: mock-model, temperature: 0.7, timeout_secs: 0.1, retries: 3}",
@@ -312,26 +341,21 @@ fn recording_covers_cache_hits_failures_and_abandoned_calls_and_replays_them() {
     };
     let (live, _) = go(&prog, &mock, opts, "q");
     assert_eq!(live.status, Status::Generated, "{:?}", live.error);
-    assert_eq!(live.usage.calls, 4);
-    assert_eq!(live.usage.cached_calls, 1);
-    drop(writer);
-    let lines: Vec<Value> = std::fs::read_to_string(&cas)
-        .expect("cassette")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
-    assert_eq!(lines.len(), 4);
-    let by_seq = |i: u64| lines.iter().find(|l| l["seq"] == json!(i)).expect("seq");
-    assert!(by_seq(0)["error"]["message"]
-        .as_str()
-        .unwrap_or("")
-        .contains("abandoned"));
-    assert_eq!(by_seq(0)["error"]["kind"], json!("transient"));
-    assert_eq!(by_seq(1)["error"]["message"], json!("503 from the mock"));
-    assert_eq!(by_seq(2)["output"], json!("hot: Draft q"));
-    assert_eq!(by_seq(3)["cached"], json!(true));
     assert_eq!(
-        by_seq(3)["usage"]["cost_usd"],
+        mock.calls.load(Ordering::SeqCst),
+        3,
+        "three attempts for `hot`"
+    );
+    assert_eq!((live.usage.calls, live.usage.cached_calls), (2, 1));
+    drop(writer);
+    let lines = cassette_lines(&cas);
+    assert_eq!(lines.len(), 2);
+    let by_seq = |i: u64| lines.iter().find(|l| l["seq"] == json!(i)).expect("seq");
+    assert_eq!(by_seq(0)["output"], json!("hot: Draft q"));
+    assert_eq!(by_seq(0)["cached"], json!(false));
+    assert_eq!(by_seq(1)["cached"], json!(true));
+    assert_eq!(
+        by_seq(1)["usage"]["cost_usd"],
         json!(0.25),
         "the original cost"
     );
@@ -342,30 +366,91 @@ fn recording_covers_cache_hits_failures_and_abandoned_calls_and_replays_them() {
         );
     }
 
-    // Replay: same answer, same number of calls (the two failed attempts replay as
-    // failures), no provider call at all.
-    let cassette = Arc::new(Cassette::load(&cas).expect("load"));
-    assert_eq!((cassette.len(), cassette.keys()), (4, 2));
-    let res = Resources::prepare(
+    // Replay: same answer and figures, no provider call at all.
+    let replayed = replay_run(&prog, &cas);
+    assert_eq!(replayed.answer, live.answer);
+    assert_eq!((replayed.usage.calls, replayed.usage.cached_calls), (2, 2));
+    assert_eq!(replayed.usage.input_tokens, live.usage.input_tokens);
+    assert_eq!(replayed.usage.cost_usd, live.usage.cost_usd);
+    assert_eq!(replayed.usage.saved_usd, 0.5);
+    assert_eq!(mock.calls.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_recorded_failure_replays_as_the_same_failure() {
+    let s = Setup::new();
+    let spec = SPEC.replace(
+        "hot: {provider: openai, model: mock-model, temperature: 0.7}",
+        "hot: {provider: openai, model: mock-model, temperature: 0.7, retries: 0}",
+    );
+    std::fs::write(s.dir.path().join("spec.yaml"), spec).expect("spec");
+    let prog = s.program(None);
+    let cas = s.dir.path().join("cas.jsonl");
+    let writer = Arc::new(CassetteWriter::create(&cas).expect("writer"));
+    let mock = Arc::new(Mock {
+        fail_first: 100,
+        ..Mock::default()
+    });
+    let (live, _) = go(
         &prog,
+        &mock,
         ResourceOptions {
-            replay: Some(cassette),
+            record: Some(writer),
             ..ResourceOptions::default()
         },
-    )
-    .expect("resources");
-    let input = RunInput {
-        question: Some("q".into()),
-        sets: vec![],
+        "q",
+    );
+    assert_eq!(live.status, Status::Failed);
+    let lines = cassette_lines(&cas);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["error"]["kind"], json!("transient"));
+    assert_eq!(lines[0]["error"]["message"], json!("503 from the mock"));
+    assert_eq!(lines[0]["output"], Value::Null);
+    let replayed = replay_run(&prog, &cas);
+    assert_eq!(replayed.status, Status::Failed);
+    assert_eq!(replayed.error, live.error);
+    assert_eq!(replayed.path, live.path);
+}
+
+#[test]
+fn a_call_dropped_while_recording_is_recorded_as_abandoned() {
+    use ragloop::providers::cache::{KeyConfig, KeyMaker};
+    use ragloop::providers::cassette::RecordingProvider;
+    let dir = tempfile::tempdir().expect("tmp");
+    let cas = dir.path().join("c.jsonl");
+    let writer = Arc::new(CassetteWriter::create(&cas).expect("create"));
+    let model: ragloop::spec::types::ModelSpec =
+        serde_json::from_value(json!({"provider": "openai", "model": "x"})).expect("model");
+    let model = Arc::new(model);
+    let rec = RecordingProvider::new(
+        Arc::new(Mock {
+            slow_first: 1,
+            ..Mock::default()
+        }),
+        Arc::clone(&writer),
+        "m",
+        KeyMaker::new(KeyConfig::from_model(&model)),
+    );
+    let req = LlmRequest {
+        node: "n".into(),
+        item: None,
+        model_name: "m".into(),
+        model,
+        task: None,
+        inputs: Default::default(),
+        messages: vec![],
+        schema: None,
     };
-    let replayed = rt().block_on(run(&prog, &res, &input, &mut NoTrace));
-    assert_eq!(replayed.answer, live.answer);
-    assert_eq!(replayed.usage.calls, 4);
-    // Replayed failures are calls, not cached answers.
-    assert_eq!(replayed.usage.cached_calls, 2);
-    assert_eq!(replayed.usage.input_tokens, live.usage.input_tokens);
-    assert_eq!(replayed.usage.saved_usd, 0.5);
-    assert_eq!(replayed.usage.cost_usd, live.usage.cost_usd);
+    let r = rt()
+        .block_on(async { tokio::time::timeout(Duration::from_millis(50), rec.call(&req)).await });
+    assert!(r.is_err(), "timed out");
+    let lines = cassette_lines(&cas);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["error"]["kind"], json!("transient"));
+    assert!(lines[0]["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("abandoned"));
 }
 
 #[test]

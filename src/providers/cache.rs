@@ -349,6 +349,8 @@ struct Entry {
     output: Value,
     usage: Usage,
     #[serde(default)]
+    usage_estimated: bool,
+    #[serde(default)]
     created: u64,
 }
 
@@ -411,6 +413,7 @@ impl ResponseCache {
                     output: e.output,
                     usage: e.usage,
                     cached: true,
+                    usage_estimated: e.usage_estimated,
                 })
             }
             None => {
@@ -434,6 +437,7 @@ impl ResponseCache {
             key: key.hex(),
             output: resp.output.clone(),
             usage: resp.usage,
+            usage_estimated: resp.usage_estimated,
             created: crate::runtime::trace::unix_ms(),
         };
         let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;

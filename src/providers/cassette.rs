@@ -25,9 +25,15 @@
 //! - `task` and `inputs`: only for the offline provider, whose answers come from them;
 //! - `output` and `usage`: what the provider returned; `cached`: the answer came from
 //!   the response cache (its `usage` is the original call's);
-//! - `error`: `{"kind": "transient"|"permanent"|"unsupported", "message": ...}` when
-//!   the call failed instead (a call abandoned by the runtime's timeout is recorded as
-//!   a transient failure). Replay reproduces it, so retries replay exactly.
+//! - `usage_estimated: true` (only when true): the server reported no token counts;
+//! - `error`: `{"kind": "transient"|"permanent"|"unsupported"|"invalid_output",
+//!   "message": ..., "reply": ...}` when the call failed for good, after the
+//!   provider's own retries (`reply`: what the model sent when it was not in the
+//!   asked shape, shown back in the repair turn). A call dropped before it ended is
+//!   recorded as a transient failure. Replay returns the same failure.
+//!
+//! One line is one call as the runtime sees it: retries and per-attempt timeouts
+//! happen inside the recorded provider.
 //!
 //! No API key is ever written: the configuration holds no `api_key_env` and no
 //! header; provider error messages are redacted by the providers.
@@ -53,22 +59,29 @@ pub const CASSETTE_VERSION: u32 = 1;
 /// A recorded failure.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecordedError {
-    /// `transient`, `permanent` or `unsupported`.
+    /// `transient`, `permanent`, `unsupported` or `invalid_output`.
     pub kind: String,
-    /// The provider's message.
+    /// The provider's message (for `invalid_output`, what is wrong with the reply).
     pub message: String,
+    /// For `invalid_output`: what the model sent, as the repair turn shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
 }
 
 impl RecordedError {
     fn from_error(e: &ProviderError) -> RecordedError {
-        let (kind, message) = match e {
-            ProviderError::Transient(m) => ("transient", m),
-            ProviderError::Permanent(m) => ("permanent", m),
-            ProviderError::Unsupported(m) => ("unsupported", m),
+        let (kind, message, reply) = match e {
+            ProviderError::Transient(m) => ("transient", m, None),
+            ProviderError::Permanent(m) => ("permanent", m, None),
+            ProviderError::Unsupported(m) => ("unsupported", m, None),
+            ProviderError::InvalidOutput { reply, reason } => {
+                ("invalid_output", reason, Some(reply.clone()))
+            }
         };
         RecordedError {
             kind: kind.into(),
             message: message.clone(),
+            reply,
         }
     }
 
@@ -77,6 +90,10 @@ impl RecordedError {
         match self.kind.as_str() {
             "transient" => ProviderError::Transient(self.message.clone()),
             "unsupported" => ProviderError::Unsupported(self.message.clone()),
+            "invalid_output" => ProviderError::InvalidOutput {
+                reply: self.reply.clone().unwrap_or_default(),
+                reason: self.message.clone(),
+            },
             _ => ProviderError::Permanent(self.message.clone()),
         }
     }
@@ -101,6 +118,8 @@ struct LineOut<'a> {
     inputs: Option<&'a Map<String, Value>>,
     output: Option<&'a Value>,
     usage: Usage,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    usage_estimated: bool,
     cached: bool,
     error: Option<RecordedError>,
 }
@@ -142,6 +161,9 @@ pub struct Exchange {
     /// Usage of the call.
     #[serde(default)]
     pub usage: Usage,
+    /// Whether the token counts were estimated (the server reported none).
+    #[serde(default)]
+    pub usage_estimated: bool,
     /// Whether the answer came from the response cache.
     #[serde(default)]
     pub cached: bool,
@@ -165,6 +187,8 @@ struct LineIn {
     output: Option<Value>,
     #[serde(default)]
     usage: Usage,
+    #[serde(default)]
+    usage_estimated: bool,
     #[serde(default)]
     error: Option<RecordedError>,
 }
@@ -316,13 +340,15 @@ impl RecordingProvider {
             inputs: if task { Some(&req.inputs) } else { None },
             output: r.as_ref().ok().map(|r| &r.output),
             usage: r.as_ref().map(|r| r.usage).unwrap_or_default(),
+            usage_estimated: r.as_ref().is_ok_and(|r| r.usage_estimated),
             cached: r.as_ref().is_ok_and(|r| r.cached),
             error: r.err().map(RecordedError::from_error),
         }
     }
 }
 
-/// Writes a "timed out" exchange if the call is dropped before it ends.
+/// Writes an "abandoned" exchange if the call is dropped before it ends (a run
+/// dropped mid-call).
 struct Abandoned<'a> {
     rec: &'a RecordingProvider,
     req: &'a LlmRequest,
@@ -334,7 +360,7 @@ impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
         if self.armed {
             let e = ProviderError::Transient(
-                "the call was abandoned (timed out) while recording".into(),
+                "the call was abandoned before it ended while recording".into(),
             );
             let _ = self
                 .rec
@@ -378,6 +404,7 @@ impl Provider for RecordingProvider {
 struct Answer {
     output: Option<Value>,
     usage: Usage,
+    usage_estimated: bool,
     error: Option<RecordedError>,
 }
 
@@ -512,6 +539,7 @@ impl Cassette {
                     Answer {
                         output: parsed.output,
                         usage: parsed.usage,
+                        usage_estimated: parsed.usage_estimated,
                         error: parsed.error,
                     },
                 ));
@@ -576,6 +604,7 @@ impl Cassette {
                 output: o.clone(),
                 usage: a.usage,
                 cached: true,
+                usage_estimated: a.usage_estimated,
             }),
             (None, None) => Err(ProviderError::Permanent(
                 "the recorded exchange has no output".into(),

@@ -307,5 +307,6 @@ impl RunUsage {
         self.output_tokens += s.output_tokens;
         self.cost_usd += s.cost_usd;
         self.saved_usd += s.saved_usd;
+        self.estimated |= s.usage_estimated;
     }
 }

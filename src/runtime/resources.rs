@@ -5,7 +5,7 @@
 //! Indexes are opened (built on first use) once per process and shared.
 use crate::providers::cache::{cacheable, CachedProvider, KeyConfig, KeyMaker, ResponseCache};
 use crate::providers::cassette::{Cassette, CassetteWriter, RecordingProvider};
-use crate::providers::registry::provider_for;
+use crate::providers::registry::{provider_for, wrap};
 use crate::providers::replay::ReplayProvider;
 use crate::providers::Provider;
 use crate::retrieval::{resolve_corpus, Document, Index, IndexOptions};
@@ -75,10 +75,14 @@ impl Retriever for ScriptedRetriever {
 /// 1. the answering provider: `providers[name]` if given; else, for a model written
 ///    `provider: replay`, its own cassette; else a [`ReplayProvider`] on `replay` if
 ///    given (nothing is built, no key is read); else the spec's provider;
-/// 2. the response cache, when `cache` is set, the model is [`cacheable`] (temperature
-///    0, a network provider) and the answers do not come from a cassette;
-/// 3. the cassette recorder, outermost, when `record` is set, so answers served by
-///    the cache are recorded too and the cassette replays the whole run.
+/// 2. unless it replays: the model's retries, per-attempt timeout and concurrency /
+///    rate limits ([`crate::providers::registry::wrap`]);
+/// 3. the response cache, when `cache` is set, the model is [`cacheable`] (temperature
+///    0, a network provider) and the answers do not come from a cassette; outside the
+///    limits, so a hit waits for no rate limiter;
+/// 4. the cassette recorder, outermost, when `record` is set: one line per call as the
+///    runtime sees it (after the retries of layer 2), cache hits included, so the
+///    cassette replays the whole run.
 #[derive(Default)]
 pub struct ResourceOptions {
     /// Corpus directory used by every retriever instead of the spec's.
@@ -152,16 +156,31 @@ pub fn open_index(
 
 impl Resources {
     /// Opens everything the spec names (after overrides), before any call, and
-    /// assembles each model's provider with the cache, replay and recording layers
-    /// of `opts` (see [`ResourceOptions`]).
+    /// assembles each model's provider with the retry, limit, cache, replay and
+    /// recording layers (see [`ResourceOptions`]). Every provider that calls a model
+    /// (those in `opts.providers` included) is wrapped with its model's retries,
+    /// per-attempt timeout and limits ([`crate::providers::registry::wrap`]); replayed
+    /// ones are not (a cassette answers at once, and a recorded failure is final).
     ///
     /// # Errors
-    /// A message naming the retriever (with the corpus path), tool or model at fault.
+    /// A message naming the retriever (with the corpus path), tool or model at fault;
+    /// missing API keys are checked first, before any corpus is opened (see
+    /// [`crate::providers::registry::missing_keys`]).
     pub fn prepare(program: &super::Program, opts: ResourceOptions) -> Result<Resources, String> {
         let spec = &program.loaded.spec;
         let root = &program.loaded.root;
         let mut res = Resources::default();
         let mut first_index: Option<Arc<Index>> = None;
+        let missing =
+            crate::providers::registry::missing_keys(spec.models.iter().filter(|(name, m)| {
+                // Replayed models need no key.
+                !opts.providers.contains_key(*name)
+                    && opts.replay.is_none()
+                    && m.provider != Kind::Replay
+            }));
+        if !missing.is_empty() {
+            return Err(missing.join("; "));
+        }
         for (name, r) in &spec.retrievers {
             if let Some(o) = opts.retrievers.get(name) {
                 res.retrievers.insert(name.clone(), Arc::clone(o));
@@ -213,12 +232,19 @@ impl Resources {
                     provider_for(name, m, root, first_index.clone())?
                 }
             };
+            if !local {
+                // Retries, per-attempt timeouts and the model's limits.
+                p = wrap(name, m, p);
+            }
             if let Some(cache) = &opts.cache {
+                // Outside the limits: a hit waits for no rate limiter.
                 if !local && cacheable(m) {
                     p = Arc::new(CachedProvider::new(p, Arc::clone(cache), keys.clone()));
                 }
             }
             if let Some(w) = &opts.record {
+                // Outermost: one line per call as the runtime sees it (after retries),
+                // cache hits included.
                 p = Arc::new(RecordingProvider::new(p, Arc::clone(w), name, keys));
             }
             res.providers.insert(name.clone(), p);

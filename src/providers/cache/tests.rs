@@ -236,12 +236,14 @@ fn cache_round_trip_and_corrupt_entries() {
             cost_usd: 0.5,
         },
         cached: false,
+        usage_estimated: true,
     };
     cache.put(&k, &resp).expect("put");
     let hit = cache.get(&k).expect("hit");
     assert!(hit.cached);
     assert_eq!(hit.output, resp.output);
     assert_eq!(hit.usage, resp.usage);
+    assert!(hit.usage_estimated);
     // No temp file is left behind.
     let files: Vec<_> = std::fs::read_dir(cache.path(&k).parent().expect("dir"))
         .expect("ls")
