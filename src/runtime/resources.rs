@@ -15,10 +15,10 @@ use crate::retrieval::dense::DEFAULT_RRF_K;
 use crate::retrieval::{
     resolve_corpus, DenseIndex, DenseRetriever, Document, Embedder, Fusion, Index, IndexOptions,
 };
+use crate::spec::types::Provider as Kind;
 use crate::spec::types::{RetrieverKind, ToolSpec};
 use crate::websearch::{tool_policy, WebSearch};
 use futures::future::BoxFuture;
-use crate::spec::types::Provider as Kind;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
