@@ -13,10 +13,10 @@ table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}\
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}\
 th:first-child,td:first-child{text-align:left}td.t{text-align:left;max-width:520px}\
 h2{margin-top:32px;border-bottom:1px solid #ddd}.fail{color:#b00;font-weight:bold}.pass{color:#070}\
-.better{color:#070}.worse{color:#b00}details{margin:4px 0}code{font-size:12px}";
+.wrap{overflow-x:auto}.better{color:#070}.worse{color:#b00}details{margin:4px 0}code{font-size:12px}";
 
 fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
-    out.push_str("<table><thead><tr>");
+    out.push_str("<div class=\"wrap\"><table><thead><tr>");
     for h in head {
         let _ = write!(out, "<th>{}</th>", esc(h));
     }
@@ -28,7 +28,7 @@ fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table></div>");
 }
 
 fn pct_tick(v: f64) -> String {
@@ -151,8 +151,13 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     if max_pass > 0 {
         let groups: Vec<(String, Vec<Bar>)> = (0..max_pass)
             .map(|i| {
+                let ns: Vec<String> = s
+                    .results
+                    .values()
+                    .map(|r| r.overall.per_iteration.get(i).map_or(0, |p| p.n).to_string())
+                    .collect();
                 (
-                    format!("retrieval {}", i + 1),
+                    format!("pass {} (n {})", i + 1, ns.join("/")),
                     s.results
                         .values()
                         .map(|r| Bar {
@@ -286,7 +291,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     o.push_str("<h2>Every run</h2>");
     let mut sorted: Vec<&Row> = rows.iter().collect();
     sorted.sort_by(|a, b| (&a.id, &a.variant).cmp(&(&b.id, &b.variant)));
-    o.push_str("<table><thead><tr><th>id</th><th>variant</th><th>kind</th><th>status</th><th>iter.</th><th>must_contain</th><th>F1</th><th>recall per pass</th><th>ms</th><th>answer / error</th></tr></thead><tbody>");
+    o.push_str("<div class=\"wrap\"><table><thead><tr><th>id</th><th>variant</th><th>kind</th><th>status</th><th>iter.</th><th>must_contain</th><th>F1</th><th>recall per pass</th><th>ms</th><th>answer / error</th></tr></thead><tbody>");
     for r in sorted {
         let recall: Vec<String> = r
             .metrics
@@ -314,6 +319,6 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             esc(&text)
         );
     }
-    o.push_str("</tbody></table></body></html>\n");
+    o.push_str("</tbody></table></div></body></html>\n");
     o
 }

@@ -120,6 +120,8 @@ pub fn prepare(
 }
 
 /// Which state field a retrieve node writes its documents to, and how.
+type Targets = Arc<HashMap<String, Target>>;
+
 #[derive(Clone, Debug)]
 struct Target {
     field: String,
@@ -283,7 +285,7 @@ pub async fn execute(
             }
         }
     }
-    let shared: Vec<(Arc<Prepared>, Arc<HashMap<String, Target>>)> = variants
+    let shared: Vec<(Arc<Prepared>, Targets)> = variants
         .iter()
         .map(|v| {
             (
