@@ -102,6 +102,13 @@ pub const METRICS: &[MetricDef] = &[
         true,
     ),
     def(
+        "recall_gain",
+        "recall_final - recall_first: what the loop's later retrievals added (negative: lost); labelled questions",
+        Kind::Mean,
+        Some(true),
+        false,
+    ),
+    def(
         "precision_first",
         "share of documents of the first retrieval from a labelled source; labelled questions",
         Kind::Mean,
@@ -390,6 +397,7 @@ pub fn value(name: &str, row: &Row, labelled: bool, unanswerable: bool) -> Optio
         "f1" => Some(m.f1),
         "recall_first" => first_or_zero(&m.recall),
         "recall_final" => last_or_zero(&m.recall),
+        "recall_gain" => last_or_zero(&m.recall).zip(first_or_zero(&m.recall)).map(|(l, f)| l - f),
         "precision_first" => first_or_zero(&m.precision),
         "precision_final" => last_or_zero(&m.precision),
         "iterations" => Some(f64::from(row.iterations)),

@@ -8,7 +8,9 @@ use std::fmt::Write;
 /// with 2 decimals (`-` when absent).
 pub(super) fn show(name: &str, v: Option<f64>) -> String {
     let Some(x) = v else { return "-".into() };
-    if is_share(name) {
+    if name == "recall_gain" {
+        show_diff(name, v)
+    } else if is_share(name) {
         format!("{:.1}%", 100.0 * x)
     } else if name == "cost_usd" {
         format!("{x:.4}")
@@ -29,6 +31,7 @@ pub(super) fn is_share(name: &str) -> bool {
                     | "f1"
                     | "recall_first"
                     | "recall_final"
+                    | "recall_gain"
                     | "precision_first"
                     | "precision_final"
             )
@@ -69,6 +72,7 @@ pub(super) const QUALITY: &[&str] = &[
     "f1",
     "recall_first",
     "recall_final",
+    "recall_gain",
     "precision_first",
     "precision_final",
     "declined_unanswerable",
