@@ -262,7 +262,7 @@ fn resume_after_a_torn_last_line_neither_loses_nor_duplicates() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("torn last line"), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("4 new run(s), 2 resumed"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("4 new run(s), 2 resumed;"));
     let rows = env.rows();
     assert_eq!(rows.len(), 6);
     let mut pairs: Vec<(String, String)> = rows
@@ -290,7 +290,7 @@ fn resume_after_a_torn_last_line_neither_loses_nor_duplicates() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("0 new run(s), 6 resumed"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("0 new run(s), 6 resumed;"));
     assert_eq!(env.rows().len(), 6);
 }
 

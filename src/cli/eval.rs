@@ -123,10 +123,16 @@ pub fn run(args: EvalArgs) -> ExitCode {
                     a.statuses.get("failed").copied().unwrap_or(0)
                 );
             }
+            let rate = if o.run_seconds > 0.0 {
+                o.new_rows as f64 / o.run_seconds
+            } else {
+                0.0
+            };
             println!(
-                "{} new run(s), {} resumed; reports in {}",
+                "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s); reports in {}",
                 o.new_rows,
                 o.resumed_rows,
+                o.run_seconds,
                 cfg.out.display()
             );
             let code = o.exit_code();

@@ -98,6 +98,9 @@ pub struct Outcome {
     pub new_rows: usize,
     /// Rows taken over from an earlier invocation.
     pub resumed_rows: usize,
+    /// Wall time of the runs of this invocation (preparation and reports excluded),
+    /// seconds.
+    pub run_seconds: f64,
     /// Failed runs among all rows of the selected variants.
     pub failed_runs: usize,
     /// Warnings to show (a torn line dropped, bad dataset lines).
@@ -250,6 +253,7 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         indicatif::ProgressBar::hidden()
     };
     let mut failed_now = 0usize;
+    let started = std::time::Instant::now();
     let new = runner::execute(
         &prepared,
         &ds.items,
@@ -265,6 +269,7 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         },
     )
     .await;
+    let run_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let new = new.map_err(EvalError::Failed)?;
     let new_rows = new.len();
@@ -289,6 +294,7 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         summary,
         new_rows,
         resumed_rows,
+        run_seconds,
         failed_runs,
         warnings,
     })
