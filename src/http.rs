@@ -161,6 +161,22 @@ pub async fn send<F>(build: F, policy: &CallPolicy) -> Result<HttpResponse, Http
 where
     F: Fn() -> reqwest::RequestBuilder,
 {
+    send_checked(build, policy, Ok).await
+}
+
+/// [`send`], with `check` applied to every 2xx response inside the retry loop: it
+/// turns the response into the caller's value, or into an [`HttpError`] — a
+/// [`HttpError::Transient`] one (an empty body, a 200 carrying an "overloaded"
+/// error object) is retried like a 5xx, a [`HttpError::Permanent`] one ends the call.
+/// `check` sees the body already redacted of the policy's secrets.
+///
+/// # Errors
+/// As [`send`], plus the errors `check` returns.
+pub async fn send_checked<F, C, T>(build: F, policy: &CallPolicy, check: C) -> Result<T, HttpError>
+where
+    F: Fn() -> reqwest::RequestBuilder,
+    C: Fn(HttpResponse) -> Result<T, HttpError>,
+{
     let attempts = std::sync::atomic::AtomicU32::new(0);
     let backoff = ExponentialBuilder::default()
         .with_min_delay(policy.min_delay)
@@ -168,8 +184,13 @@ where
         .with_max_times(policy.retries as usize)
         .with_jitter();
     let result = (|| async {
-        attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        attempt(build(), policy).await
+        let n = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut r = attempt(build(), policy).await?;
+        r.attempts = n;
+        if !policy.secrets.is_empty() {
+            r.body = policy.redact(&r.body);
+        }
+        check(r)
     })
     .retry(backoff)
     .when(HttpError::is_transient)
@@ -177,13 +198,7 @@ where
     .adjust(|e: &HttpError, d| d.map(|d| e.retry_after().unwrap_or(d)))
     .await;
     let n = attempts.load(std::sync::atomic::Ordering::Relaxed);
-    match result {
-        Ok(mut r) => {
-            r.attempts = n;
-            Ok(r)
-        }
-        Err(e) => Err(e.with_attempts(n)),
-    }
+    result.map_err(|e| e.with_attempts(n))
 }
 
 async fn attempt(

@@ -249,16 +249,17 @@ fn missing_corpus_names_retriever_and_path() {
 }
 
 #[test]
-fn unavailable_provider_fails_before_the_run() {
+fn openai_without_key_fails_before_the_run() {
     let env = Env::new(json!({}));
     let o = env
         .cmd()
+        .env_remove("OPENAI_API_KEY")
         .args(["--question", "q", "--model", "m=openai:gpt-4o-mini"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("not available in this build"),
+        stderr(&o).contains("model `m`") && stderr(&o).contains("OPENAI_API_KEY"),
         "{}",
         stderr(&o)
     );

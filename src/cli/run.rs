@@ -18,7 +18,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop run`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error."
+    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error (a missing API key included)."
 )]
 pub struct RunArgs {
     /// The spec file.
@@ -36,8 +36,10 @@ pub struct RunArgs {
     /// Apply a variant of the spec.
     #[arg(long)]
     pub variant: Option<String>,
-    /// Override a model: NAME=PROVIDER[:MODEL] (repeatable).
-    #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL]")]
+    /// Override a model: NAME=PROVIDER[:MODEL][@BASE_URL], e.g.
+    /// grader=openai:gpt-4o-mini or grader=openai:llama3.1:8b@http://localhost:11434/v1
+    /// (repeatable).
+    #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL][@BASE_URL]")]
     pub models: Vec<String>,
     /// Set a state field: FIELD=VALUE, VALUE parsed as JSON, else a string (repeatable).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
@@ -99,6 +101,10 @@ fn print_human(r: &RunResult) {
         r.iterations
     );
     let _ = writeln!(out, "Status: {}", r.status);
+    // Paid runs say what they cost.
+    if r.usage.cost_usd > 0.0 {
+        let _ = writeln!(out, "Usage: {}", r.usage.summary());
+    }
     if let Some(e) = &r.error {
         eprintln!("ragloop run: {e}");
     }
@@ -164,6 +170,14 @@ pub fn run(args: RunArgs) -> ExitCode {
                 program.state_fields.join(", ")
             ));
         }
+    }
+    // A missing API key is a usage error, reported before anything is opened or run.
+    let missing = ragloop::providers::registry::missing_keys(&program.loaded.spec.models);
+    if !missing.is_empty() {
+        for m in &missing {
+            eprintln!("ragloop run: {m}");
+        }
+        return ExitCode::from(super::EXIT_USAGE);
     }
     let mut trace_file = None;
     if let Some(path) = &args.trace {

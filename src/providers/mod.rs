@@ -4,9 +4,16 @@
 //!
 //! Errors are sorted into transient (worth a retry), permanent, and
 //! unsupported/invalid-output kinds, so retries touch only what a retry can fix.
+pub mod anthropic;
+pub mod limits;
+mod net;
 pub mod offline;
+pub mod openai;
 pub mod registry;
+pub mod retry;
 pub mod scripted;
+
+pub use net::{api_key, cost_usd, Secret};
 
 use crate::spec::types::ModelSpec;
 use futures::future::BoxFuture;
@@ -77,6 +84,9 @@ pub struct LlmResponse {
     /// True when no model was called: the answer came from the response cache or a
     /// cassette (its usage is the recorded call's, its cost is not spent again).
     pub cached: bool,
+    /// True when the server reported no token counts and `usage` is an estimate
+    /// (about 4 characters a token).
+    pub usage_estimated: bool,
 }
 
 /// Why a call failed.
@@ -91,6 +101,26 @@ pub enum ProviderError {
     /// The provider does not implement what was asked (for example an offline task).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// The model answered, but not in the shape asked for: prose instead of the forced
+    /// tool call, tool arguments that are not JSON, a call to a function that was not
+    /// offered. For structured output the runtime treats it like a schema violation
+    /// (a repair turn showing `reply` and `reason` to the model); it is never retried
+    /// as a transient failure.
+    #[error("{reason}")]
+    InvalidOutput {
+        /// What the model sent (text or raw arguments), as the repair turn shows it
+        /// back; may be empty.
+        reply: String,
+        /// What is wrong with it, for the model and for the error message.
+        reason: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether a retry of the same request could help (only [`ProviderError::Transient`]).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ProviderError::Transient(_))
+    }
 }
 
 /// A provider: answers [`LlmRequest`]s. Implementations must be cheap to share
@@ -102,6 +132,15 @@ pub trait Provider: Send + Sync {
     /// Answers one request.
     fn call<'a>(&'a self, req: &'a LlmRequest)
         -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;
+
+    /// Whether the provider applies the model's per-attempt timeout (`timeout_secs`)
+    /// and retries its transient failures itself (the network providers do, through
+    /// [`crate::http::send`]). When false, `Resources::prepare` wraps it in
+    /// [`retry::Retrying`], which does both with the same policy; either way a
+    /// transient failure is retried exactly `retries` times, never twice over.
+    fn retries_itself(&self) -> bool {
+        false
+    }
 }
 
 /// Rough token count of a text (about 4 characters a token), for providers that do

@@ -1,17 +1,25 @@
 //! Provider selection: which [`Provider`] answers a model of the spec.
+use super::limits::Limited;
+use super::retry::Retrying;
 use super::scripted::ScriptedProvider;
 use super::Provider;
 use crate::retrieval::Index;
 use crate::spec::types::{ModelSpec, Provider as Kind};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Builds the provider of model `name`.
 ///
 /// - `offline`: [`super::offline::OfflineProvider`] with the model's `params` and
 ///   `index` (the spec's first retriever's index, for corpus statistics);
 /// - `scripted`: a fixture file named by `params.file`, relative to `root`;
-/// - `openai`, `anthropic`, `replay`: not available in this build.
+/// - `openai`: [`super::openai::OpenAiProvider`] (key from the environment, see
+///   [`super::api_key`]);
+/// - `anthropic`: [`super::anthropic::AnthropicProvider`];
+/// - `replay`: not available in this build.
+///
+/// The provider is returned bare; [`wrap`] adds retries, timeouts and limits.
 ///
 /// # Errors
 /// A message naming the model when the provider cannot be built.
@@ -32,9 +40,50 @@ pub fn provider_for(
             let path = crate::spec::load::resolve_under(root, file, None).map_err(|d| format!("model `{name}`: {}", d.message))?;
             ScriptedProvider::from_file(&path).map(|p| Arc::new(p) as Arc<dyn Provider>).map_err(|e| format!("model `{name}`: {e}"))
         }
+        Kind::Openai => super::openai::OpenAiProvider::new(name, model)
+            .map(|p| Arc::new(p) as Arc<dyn Provider>),
+        Kind::Anthropic => super::anthropic::AnthropicProvider::new(name, model)
+            .map(|p| Arc::new(p) as Arc<dyn Provider>),
         other => Err(format!(
             "model `{name}`: provider `{}` is not available in this build (use `--model {name}=offline` to run it offline)",
             other.as_str()
         )),
     }
+}
+
+/// A provider under its model's call policy, as every run uses it:
+/// - one that does not retry itself ([`Provider::retries_itself`]) is wrapped in
+///   [`Retrying`]: `retries` (default 2) retries of transient failures, each attempt
+///   bounded by `timeout_secs` (no bound when unset);
+/// - a model with `concurrency` or `requests_per_minute` is wrapped in [`Limited`]
+///   with the process-wide limits of that model ([`super::limits::shared`]).
+pub fn wrap(name: &str, model: &ModelSpec, provider: Arc<dyn Provider>) -> Arc<dyn Provider> {
+    let mut p = provider;
+    if !p.retries_itself() {
+        let timeout = model
+            .timeout_secs
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+        p = Arc::new(Retrying::new(
+            p,
+            model.retries.unwrap_or(super::net::DEFAULT_RETRIES),
+            timeout,
+        ));
+    }
+    if let Some(l) = super::limits::shared(name, model) {
+        p = Arc::new(Limited::new(p, l));
+    }
+    p
+}
+
+/// The API-key problems of a spec's models, one message per model (empty when every
+/// model that needs a key has one). `ragloop run` reports them before anything
+/// runs, as a usage error.
+pub fn missing_keys<'a>(
+    models: impl IntoIterator<Item = (&'a String, &'a ModelSpec)>,
+) -> Vec<String> {
+    models
+        .into_iter()
+        .filter_map(|(name, m)| super::api_key(name, m).err())
+        .collect()
 }

@@ -305,5 +305,6 @@ impl RunUsage {
         self.input_tokens += s.input_tokens;
         self.output_tokens += s.output_tokens;
         self.cost_usd += s.cost_usd;
+        self.estimated |= s.usage_estimated;
     }
 }

@@ -59,8 +59,30 @@ pub struct RunUsage {
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars.
+    /// Cost in US dollars (from the models' `price`; 0 without prices).
     pub cost_usd: f64,
+    /// True when some call's token counts were estimated (the server reported no
+    /// usage); absent from JSON when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl RunUsage {
+    /// One line for people: `4 call(s), 1200 tokens in, 85 out, $0.000231`
+    /// (`, estimated` when some counts are estimates; the cost only when priced).
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} call(s), {} tokens in, {} out",
+            self.calls, self.input_tokens, self.output_tokens
+        );
+        if self.cost_usd > 0.0 {
+            s.push_str(&format!(", ${:.6}", self.cost_usd));
+        }
+        if self.estimated {
+            s.push_str(" (token counts partly estimated)");
+        }
+        s
+    }
 }
 
 /// What a run returns.
@@ -138,14 +160,36 @@ impl std::fmt::Display for LoadError {
     }
 }
 
-/// Applies `--model NAME=PROVIDER[:MODEL]` to a loaded spec.
+/// Applies `--model NAME=PROVIDER[:MODEL][@BASE_URL]` to a loaded spec.
+///
+/// - `PROVIDER` replaces the model's provider; when it changes, the model's
+///   `params`, `base_url`, `api_key_env` and `structured_output` are dropped (they
+///   belong to the provider they were written for);
+/// - `:MODEL` replaces the model name (everything after the first `:`, so Ollama
+///   tags such as `llama3.1:8b` work);
+/// - `@BASE_URL` (an `http://` or `https://` address) replaces `base_url`, e.g.
+///   `--model grader=openai:qwen2.5:7b@http://localhost:11434/v1`.
 ///
 /// # Errors
-/// A usage message for a malformed argument, an unknown model or provider.
+/// A usage message for a malformed argument, an unknown model or provider, a
+/// `@` suffix that is not an http(s) URL.
 pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), String> {
     let (name, rest) = arg
         .split_once('=')
-        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL]"))?;
+        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL][@BASE_URL]"))?;
+    let (rest, base_url) = match rest.find("@http://").or_else(|| rest.find("@https://")) {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None if rest.contains('@') => {
+            return Err(format!(
+                "`--model {arg}`: the part after `@` must be an http:// or https:// base URL"
+            ))
+        }
+        None => (rest, None),
+    };
+    if let Some(b) = base_url {
+        crate::providers::openai::endpoint(name, Some(b))
+            .map_err(|e| format!("`--model {arg}`: {e}"))?;
+    }
     let (prov, model) = match rest.split_once(':') {
         Some((p, m)) => (p, Some(m)),
         None => (rest, None),
@@ -161,12 +205,18 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
         )
     })?;
     if m.provider != kind {
-        // Parameters belong to the provider they were written for.
+        // These belong to the provider they were written for.
         m.params.clear();
+        m.base_url = None;
+        m.api_key_env = None;
+        m.structured_output = None;
     }
     m.provider = kind;
     if let Some(model) = model.filter(|m| !m.is_empty()) {
         m.model = Some(model.to_string());
+    }
+    if let Some(b) = base_url {
+        m.base_url = Some(b.to_string());
     }
     Ok(())
 }

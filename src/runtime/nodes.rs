@@ -262,6 +262,7 @@ pub(super) async fn exec(
                 total.output_tokens += s.output_tokens;
                 total.cost_usd += s.cost_usd;
                 total.latency_ms += s.latency_ms;
+                total.usage_estimated |= s.usage_estimated;
                 match r {
                     Ok(v) => outs.push(v),
                     Err(e) => {
@@ -355,38 +356,29 @@ pub(super) fn request(
     Ok((req, inputs))
 }
 
+/// Awaits one provider call (retries and per-attempt timeouts happen inside the
+/// provider, see [`crate::providers::registry::wrap`]) and adds it to `stats`.
 async fn timed(
     fut: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
-    call: &LlmProg,
     stats: &mut LlmStats,
 ) -> Result<LlmResponse, ProviderError> {
     let t = Instant::now();
-    let r = match call
-        .model_spec
-        .timeout_secs
-        .filter(|s| s.is_finite() && *s > 0.0)
-    {
-        Some(secs) => {
-            match tokio::time::timeout(std::time::Duration::from_secs_f64(secs.min(1e9)), fut).await
-            {
-                Ok(r) => r,
-                Err(_) => Err(ProviderError::Transient(format!(
-                    "timed out after {secs} s"
-                ))),
-            }
-        }
-        None => fut.await,
-    };
+    let r = fut.await;
     stats.calls += 1;
     stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
     let resp = r?;
     stats.input_tokens += resp.usage.input_tokens;
     stats.output_tokens += resp.usage.output_tokens;
     stats.cost_usd += resp.usage.cost_usd;
+    stats.usage_estimated |= resp.usage_estimated;
     Ok(resp)
 }
 
-/// Awaits the first call and runs the repair turns of structured output.
+/// Awaits the first call and runs the repair turns of structured output: an output
+/// that violates the schema, or a reply the provider could not read as the asked
+/// shape ([`ProviderError::InvalidOutput`]: prose instead of the forced tool call,
+/// arguments that are not JSON, an unknown function), is shown back to the model
+/// with what is wrong, at most `repair_attempts` times.
 async fn complete(
     provider: &dyn Provider,
     call: &LlmProg,
@@ -394,20 +386,9 @@ async fn complete(
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     stats: &mut LlmStats,
 ) -> Result<Value, String> {
-    // Transient failures are retried `retries` times (model setting), with a short
-    // growing pause; permanent ones fail at once.
-    let mut resp = timed(first, call, stats).await;
-    let mut attempt = 0u32;
-    while let Err(ProviderError::Transient(_)) = &resp {
-        if attempt >= call.model_spec.retries.unwrap_or(0) {
-            break;
-        }
-        attempt += 1;
-        tokio::time::sleep(std::time::Duration::from_millis(100u64 << attempt.min(6))).await;
-        resp = timed(provider.call(first_req), call, stats).await;
-    }
-    let resp = resp.map_err(|e| provider_error(call, e))?;
+    let mut turn = timed(first, stats).await;
     let Some((_, check)) = &call.schema else {
+        let resp = turn.map_err(|e| provider_error(call, e))?;
         return match resp.output {
             Value::String(s) => Ok(Value::String(s)),
             other => Err(format!(
@@ -416,52 +397,66 @@ async fn complete(
             )),
         };
     };
-    let mut output = resp.output;
     let mut repairs = 0u32;
     let mut repair: Option<LlmRequest> = None;
     loop {
-        // Lenient: a JSON document sent as text is parsed.
-        if let Value::String(s) = &output {
-            if let Ok(v) = serde_json::from_str::<Value>(s.trim()) {
-                output = v;
+        let (shown, violation, output) = match turn {
+            Ok(resp) => {
+                let mut output = resp.output;
+                // Lenient: a JSON document sent as text is parsed.
+                if let Value::String(s) = &output {
+                    if let Ok(v) = serde_json::from_str::<Value>(s.trim()) {
+                        output = v;
+                    }
+                }
+                let violation = match check.check(&output) {
+                    Ok(()) => return Ok(output),
+                    Err(v) => v.to_string(),
+                };
+                let shown = match &output {
+                    Value::String(s) => s.clone(),
+                    v => v.to_string(),
+                };
+                (shown, violation, output.to_string())
             }
-        }
-        let violation = match check.check(&output) {
-            Ok(()) => return Ok(output),
-            Err(v) => v,
+            Err(ProviderError::InvalidOutput { reply, reason }) => {
+                let out = Value::String(reply.clone()).to_string();
+                (reply, reason, out)
+            }
+            // Repair turns turn other failures into their own message below.
+            Err(e) => return Err(provider_error(call, e)),
         };
         if repairs >= call.repairs {
             return Err(format!(
                 "structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
-                truncate(&output.to_string(), 200)
+                truncate(&output, 200)
             ));
         }
         repairs += 1;
         let req = repair.get_or_insert_with(|| first_req.clone());
-        let shown = match &output {
-            Value::String(s) => s.clone(),
-            v => v.to_string(),
-        };
-        req.messages.push(Message {
-            role: "assistant".into(),
-            content: shown,
-        });
+        if !shown.is_empty() {
+            req.messages.push(Message {
+                role: "assistant".into(),
+                content: shown,
+            });
+        }
         req.messages.push(Message {
             role: "user".into(),
             content: format!(
                 "Your answer does not match the required JSON Schema: {violation}. Reply again with only a corrected answer that matches the schema."
             ),
         });
-        let resp = {
-            let fut = provider.call(req);
-            timed(fut, call, stats).await.map_err(|e| {
-                format!(
+        let fut = provider.call(req);
+        turn = match timed(fut, stats).await {
+            Err(e @ ProviderError::InvalidOutput { .. }) => Err(e),
+            Err(e) => {
+                return Err(format!(
                     "structured output does not match the schema ({violation}); repair turn {repairs} failed: {}",
                     provider_error(call, e)
-                )
-            })?
+                ))
+            }
+            ok => ok,
         };
-        output = resp.output;
     }
 }
 

@@ -3,7 +3,7 @@
 //! A [`Retriever`] answers a query with documents; the BM25 [`Index`] is the default
 //! implementation, [`ScriptedRetriever`] returns fixed lists (tests, conformance).
 //! Indexes are opened (built on first use) once per process and shared.
-use crate::providers::registry::provider_for;
+use crate::providers::registry::{provider_for, wrap};
 use crate::providers::Provider;
 use crate::retrieval::{resolve_corpus, Document, Index, IndexOptions};
 use crate::spec::types::ToolSpec;
@@ -130,15 +130,27 @@ pub fn open_index(
 }
 
 impl Resources {
-    /// Opens everything the spec names (after overrides), before any call.
+    /// Opens everything the spec names (after overrides), before any call. Every
+    /// provider (those in `opts.providers` included) is wrapped with its model's
+    /// retries, per-attempt timeout and limits ([`crate::providers::registry::wrap`]).
     ///
     /// # Errors
-    /// A message naming the retriever (with the corpus path), tool or model at fault.
+    /// A message naming the retriever (with the corpus path), tool or model at fault;
+    /// missing API keys are checked first, before any corpus is opened (see
+    /// [`crate::providers::registry::missing_keys`]).
     pub fn prepare(program: &super::Program, opts: ResourceOptions) -> Result<Resources, String> {
         let spec = &program.loaded.spec;
         let root = &program.loaded.root;
         let mut res = Resources::default();
         let mut first_index: Option<Arc<Index>> = None;
+        let missing = crate::providers::registry::missing_keys(
+            spec.models
+                .iter()
+                .filter(|(name, _)| !opts.providers.contains_key(*name)),
+        );
+        if !missing.is_empty() {
+            return Err(missing.join("; "));
+        }
         for (name, r) in &spec.retrievers {
             if let Some(o) = opts.retrievers.get(name) {
                 res.retrievers.insert(name.clone(), Arc::clone(o));
@@ -175,7 +187,8 @@ impl Resources {
                 Some(p) => Arc::clone(p),
                 None => provider_for(name, m, root, first_index.clone())?,
             };
-            res.providers.insert(name.clone(), p);
+            // Retries, per-attempt timeouts and the model's limits, for every kind.
+            res.providers.insert(name.clone(), wrap(name, m, p));
         }
         Ok(res)
     }

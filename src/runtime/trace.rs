@@ -48,6 +48,9 @@ pub struct LlmStats {
     pub cost_usd: f64,
     /// Wall time spent waiting for the provider, summed over calls, in ms.
     pub latency_ms: f64,
+    /// True when a call's token counts were estimated (the server sent no usage).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub usage_estimated: bool,
 }
 
 /// One executed step.
@@ -172,9 +175,22 @@ impl Observer for Verbose {
         );
         if let Some(l) = &r.llm {
             line.push_str(&format!(
-                ", {} call(s), {} tok in, {} tok out",
-                l.calls, l.input_tokens, l.output_tokens
+                ", {} call(s), {} tok in, {} tok out{}",
+                l.calls,
+                l.input_tokens,
+                l.output_tokens,
+                if l.usage_estimated {
+                    " (estimated)"
+                } else {
+                    ""
+                }
             ));
+            if l.cost_usd > 0.0 {
+                line.push_str(&format!(", ${:.6}", l.cost_usd));
+            }
+            if l.calls > 0 {
+                line.push_str(&format!(", {:.1} ms waiting for the model", l.latency_ms));
+            }
         }
         eprintln!("{line}");
         for (k, v) in &r.delta {
@@ -200,6 +216,9 @@ impl Observer for Verbose {
     }
     fn finish(&mut self, r: &RunResult) {
         eprintln!("status: {} after {} step(s)", r.status, r.path.len());
+        if r.usage.calls > 0 {
+            eprintln!("usage: {}", r.usage.summary());
+        }
     }
 }
 

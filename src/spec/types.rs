@@ -124,10 +124,12 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Base URL of the API (OpenAI-compatible servers: vLLM, Ollama, llama.cpp, ...).
+    /// Defaults: `https://api.openai.com/v1`, `https://api.anthropic.com`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// Name of the environment variable that holds the API key. The key itself never
-    /// appears in a spec.
+    /// appears in a spec. Default on the official hosts: `OPENAI_API_KEY` /
+    /// `ANTHROPIC_API_KEY`; other hosts get no key unless this is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
     /// Sampling temperature.
@@ -138,18 +140,21 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_tokens: Option<u32>,
-    /// Timeout of one call, in seconds.
+    /// Timeout of one attempt of a call, in seconds (default 60 for network
+    /// providers, none for local ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.001))]
     pub timeout_secs: Option<f64>,
-    /// Attempts after the first one for transient failures.
+    /// Attempts after the first one for transient failures (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
-    /// Most calls in flight at once for this model.
+    /// Most calls in flight at once for this model, shared by every run of the
+    /// process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub concurrency: Option<u32>,
-    /// Most calls started per minute.
+    /// Most calls started in any 60-second window, shared by every run of the
+    /// process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub requests_per_minute: Option<u32>,
@@ -160,7 +165,8 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<StructuredMode>,
     /// Provider-specific parameters (for `offline`: `relevance_threshold`, ...;
-    /// for `scripted`/`replay`: `file`).
+    /// for `scripted`/`replay`: `file`; for `openai`/`anthropic`: extra request-body
+    /// fields, `null` removing one).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub params: IndexMap<String, Value>,
 }

@@ -1,0 +1,334 @@
+//! The `anthropic` provider: the Messages API.
+//!
+//! **Endpoint.** `POST {base_url}/v1/messages`, `base_url` defaulting to
+//! `https://api.anthropic.com`; a trailing slash is ignored, a `base_url` already
+//! ending in `/v1` gets `/messages`, one ending in `/v1/messages` is used as is.
+//! Headers: `x-api-key` (when a key is configured, see
+//! [`api_key`](super::api_key)), `anthropic-version: 2023-06-01`.
+//!
+//! **Request.** `model`, `max_tokens` (the model's `max_tokens`, default
+//! [`DEFAULT_MAX_TOKENS`]; the API requires it), the system messages joined into the
+//! top-level `system` field, the other messages in order (user first; a repair turn
+//! appends the rejected answer as `assistant` and the correction as `user`),
+//! `temperature` (clamped to the API's 0..1), then the model's `params` merged at the
+//! top level. Structured output is always a forced tool: `tools: [{name,
+//! description, input_schema}]` and `tool_choice: {type: "tool", name}` (the
+//! `structured_output` setting does not apply).
+//!
+//! **Response.** The `tool_use` block named as offered gives the output; text
+//! blocks give text output. `usage.input_tokens` (plus cache creation and cache read
+//! tokens) and `usage.output_tokens`; missing usage is estimated and flagged.
+//!
+//! **Failures** as for [`super::openai`]: 408/429/5xx and 529 "overloaded" (also as
+//! a 200 carrying an `overloaded_error`) are retried; `stop_reason: max_tokens` on
+//! structured output is a permanent error; prose instead of the tool call, or a
+//! `tool_use` of another name, goes to a repair turn.
+use super::net::{self, Secret};
+use super::openai::{http_error, strip_fence};
+use super::{LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use crate::http::{self, CallPolicy, HttpError, HttpResponse};
+use crate::spec::types::ModelSpec;
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+
+/// Default `base_url` of the `anthropic` provider.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// `max_tokens` sent when the model config sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// The `anthropic-version` header.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// A Messages API client for one model of a spec.
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    name: String,
+    model: String,
+    endpoint: String,
+    key: Option<Secret>,
+    policy: CallPolicy,
+    spec: ModelSpec,
+}
+
+/// The Messages endpoint for a `base_url` (see the module docs).
+///
+/// # Errors
+/// When `base_url` is not an http(s) URL.
+pub fn endpoint(name: &str, base_url: Option<&str>) -> Result<String, String> {
+    let url = net::parse_base(name, base_url.unwrap_or(DEFAULT_BASE_URL))?;
+    let path = url.path().trim_end_matches('/');
+    Ok(if path.ends_with("/v1/messages") {
+        let mut u = url.clone();
+        u.set_path(path);
+        u.to_string()
+    } else if path.ends_with("/v1") {
+        net::join(&url, "messages")
+    } else {
+        net::join(&url, "v1/messages")
+    })
+}
+
+impl AnthropicProvider {
+    /// The provider of model `name`.
+    ///
+    /// # Errors
+    /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
+    /// a `params` key that would replace the request's fixed fields.
+    pub fn new(name: &str, spec: &ModelSpec) -> Result<AnthropicProvider, String> {
+        let model = spec
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                format!("model `{name}`: provider anthropic needs `model` (e.g. claude-3-5-haiku-latest)")
+            })?;
+        let endpoint = endpoint(name, spec.base_url.as_deref())?;
+        if let Some(k) = net::fixed_param(&spec.params) {
+            return Err(format!(
+                "model `{name}`: params.{k} cannot be set (ragloop builds that field of the request)"
+            ));
+        }
+        let key = super::api_key(name, spec)?;
+        Ok(AnthropicProvider {
+            name: name.to_string(),
+            model,
+            endpoint,
+            policy: net::policy(spec, key.as_ref()),
+            key,
+            spec: spec.clone(),
+        })
+    }
+
+    /// The URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The JSON body sent for `req`.
+    pub fn body(&self, req: &LlmRequest) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert(
+            "max_tokens".into(),
+            json!(self.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        );
+        let system: Vec<&str> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == "system")
+            .map(|m| m.content.as_str())
+            .collect();
+        if !system.is_empty() {
+            body.insert("system".into(), json!(system.join("\n\n")));
+        }
+        // The API wants alternating turns starting with `user`: consecutive messages
+        // of one role are joined.
+        let mut messages: Vec<(String, String)> = Vec::new();
+        for m in req.messages.iter().filter(|m| m.role != "system") {
+            let role = if m.role == "assistant" {
+                "assistant"
+            } else {
+                "user"
+            };
+            match messages.last_mut() {
+                Some((r, c)) if r == role => {
+                    c.push_str("\n\n");
+                    c.push_str(&m.content);
+                }
+                _ => messages.push((role.to_string(), m.content.clone())),
+            }
+        }
+        body.insert(
+            "messages".into(),
+            Value::Array(
+                messages
+                    .into_iter()
+                    .map(|(role, content)| json!({"role": role, "content": content}))
+                    .collect(),
+            ),
+        );
+        body.insert(
+            "temperature".into(),
+            json!(self.spec.temperature.clamp(0.0, 1.0)),
+        );
+        if let Some(schema) = &req.schema {
+            let name = net::tool_name(schema);
+            body.insert(
+                "tools".into(),
+                json!([{
+                    "name": name,
+                    "description": net::tool_description(schema),
+                    "input_schema": net::wire_schema(schema),
+                }]),
+            );
+            body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
+        }
+        let params: Map<String, Value> = self
+            .spec
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        net::merge_params(&mut body, &params);
+        Value::Object(body)
+    }
+
+    fn what(&self) -> String {
+        format!("anthropic model `{}` ({})", self.model, self.endpoint)
+    }
+
+    fn parse(
+        &self,
+        req: &LlmRequest,
+        resp: &HttpResponse,
+    ) -> Result<Result<LlmResponse, ProviderError>, HttpError> {
+        let v = net::json_body(resp)?;
+        let permanent = |message: String| HttpError::Permanent {
+            status: Some(resp.status),
+            message,
+        };
+        let blocks = v.get("content").and_then(Value::as_array).ok_or_else(|| {
+            permanent(format!(
+                "the response has no `content` list: {}",
+                net::clip(&v.to_string(), 200)
+            ))
+        })?;
+        let stop = v.get("stop_reason").and_then(Value::as_str).unwrap_or("");
+        if stop == "refusal" {
+            return Err(permanent(
+                "the model refused to answer (stop_reason refusal)".into(),
+            ));
+        }
+        let truncated = stop == "max_tokens";
+        let cut = || {
+            permanent(format!(
+                "the reply was cut at max_tokens ({}) before it was complete (stop_reason max_tokens); raise models.{}.max_tokens",
+                self.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                self.name
+            ))
+        };
+        let text: String = blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("");
+        let (output, raw) = match &req.schema {
+            None => {
+                if truncated && text.trim().is_empty() {
+                    return Err(cut());
+                }
+                (Value::String(text.clone()), text)
+            }
+            Some(schema) => {
+                let name = net::tool_name(schema);
+                let uses: Vec<(&str, &Value)> = blocks
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                    .filter_map(|b| Some((b.get("name")?.as_str()?, b.get("input")?)))
+                    .collect();
+                let found = if let Some((_, input)) = uses.iter().find(|(n, _)| *n == name) {
+                    match input {
+                        Value::String(s) => serde_json::from_str::<Value>(s.trim()).map_err(|e| {
+                            ProviderError::InvalidOutput {
+                                reply: s.clone(),
+                                reason: format!(
+                                    "the input of the `{name}` tool call is not JSON ({e})"
+                                ),
+                            }
+                        }),
+                        other => Ok((*other).clone()),
+                    }
+                } else if let Some((other, input)) = uses.first() {
+                    Err(ProviderError::InvalidOutput {
+                        reply: format!("{other}({})", net::clip(&input.to_string(), 300)),
+                        reason: format!(
+                            "the model used the tool `{other}`, which was not offered; the only tool is `{name}`"
+                        ),
+                    })
+                } else if text.trim().is_empty() {
+                    Err(ProviderError::InvalidOutput {
+                        reply: String::new(),
+                        reason: format!("the reply is empty: no `{name}` tool call and no text"),
+                    })
+                } else {
+                    match serde_json::from_str::<Value>(strip_fence(&text)) {
+                        Ok(v) if v.is_object() => Ok(v),
+                        _ => Err(ProviderError::InvalidOutput {
+                            reply: text.clone(),
+                            reason: format!(
+                                "the model answered in prose instead of calling the tool `{name}`"
+                            ),
+                        }),
+                    }
+                };
+                match found {
+                    Ok(v) => {
+                        let raw = v.to_string();
+                        (v, raw)
+                    }
+                    Err(_) if truncated => return Err(cut()),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+        };
+        let usage = v.get("usage");
+        let input = net::count(usage.and_then(|u| u.get("input_tokens")));
+        let output_tokens = net::count(usage.and_then(|u| u.get("output_tokens")));
+        let cache = net::count(usage.and_then(|u| u.get("cache_creation_input_tokens")))
+            .unwrap_or(0)
+            + net::count(usage.and_then(|u| u.get("cache_read_input_tokens"))).unwrap_or(0);
+        let estimated = input.is_none() || output_tokens.is_none();
+        let input =
+            input.unwrap_or_else(|| super::estimate_tokens(&net::prompt_chars(req))) + cache;
+        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(&raw));
+        Ok(Ok(LlmResponse {
+            output,
+            usage: Usage {
+                input_tokens: input,
+                output_tokens,
+                cost_usd: net::cost_usd(&self.spec, input, output_tokens),
+            },
+            usage_estimated: estimated,
+            ..Default::default()
+        }))
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn retries_itself(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(
+        &'a self,
+        req: &'a LlmRequest,
+    ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
+        Box::pin(async move {
+            let body = self.body(req).to_string();
+            let build = || {
+                let b = http::client()
+                    .post(&self.endpoint)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header("anthropic-version", API_VERSION)
+                    .body(body.clone());
+                match &self.key {
+                    Some(k) => match reqwest::header::HeaderValue::from_str(k.expose()) {
+                        Ok(mut v) => {
+                            v.set_sensitive(true);
+                            b.header("x-api-key", v)
+                        }
+                        Err(_) => b.header("x-api-key", k.expose()),
+                    },
+                    None => b,
+                }
+            };
+            http::send_checked(build, &self.policy, |r| self.parse(req, &r))
+                .await
+                .map_err(|e| http_error(&self.what(), e))?
+        })
+    }
+}

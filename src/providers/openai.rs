@@ -1,0 +1,424 @@
+//! The `openai` provider: any OpenAI-compatible Chat Completions server (OpenAI,
+//! vLLM, Ollama, llama.cpp server, LM Studio, Groq, Together, ...).
+//!
+//! **Endpoint.** `POST {base_url}/chat/completions`, `base_url` defaulting to
+//! `https://api.openai.com/v1`. `base_url` is taken as users type it: a trailing
+//! slash is ignored; a bare host (`http://localhost:11434`, no path) gets `/v1`; a
+//! URL already ending in `/chat/completions` is used as is; any other path
+//! (`.../v1`, `https://api.groq.com/openai/v1`, a proxy prefix) gets
+//! `/chat/completions` appended.
+//!
+//! **Request.** `model`, `messages` in order (system first, then user; a repair
+//! turn appends the rejected answer as `assistant` and the correction as `user`),
+//! `temperature`, `max_tokens` when set, then the model's `params` merged at the top
+//! level (a `null` param removes a field, e.g. `temperature: null`).
+//!
+//! **Structured output** (`structured_output`, default `tool_call`):
+//! - `tool_call`: `tools: [{type: function, function: {name, description,
+//!   parameters: schema}}]` and `tool_choice: {type: function, function: {name}}`;
+//!   the name is the schema's `title` (else `respond`);
+//! - `json_schema`: `response_format: {type: json_schema, json_schema: {name,
+//!   schema, strict: true}}`, the schema adapted to strict mode (every property
+//!   required, optional ones nullable, `additionalProperties: false`; the nulls are
+//!   removed again before validation). A schema that cannot be strict (a free-form
+//!   object) is sent with `strict: false`.
+//!
+//! **Lenient parsing.** Tool arguments as a JSON string or an object; the legacy
+//! `function_call`; content as a string or an array of text parts; a missing or
+//! unknown `finish_reason`; missing `usage` (estimated from the text, about 4
+//! characters a token, and flagged as estimated); unknown fields ignored. A model
+//! that ignores the forced tool and answers with a JSON object as text is accepted
+//! (the runtime validates it like any output).
+//!
+//! **Failures** (each names the model and, through the runtime, the node):
+//!
+//! | what | kind |
+//! |---|---|
+//! | timeout, connection reset, 408/429/5xx, empty 200 body, JSON cut short, a 200 with an overloaded/server error object | transient: retried `retries` times |
+//! | other 4xx (the server's message shown), HTML page, non-JSON body, a 200 with another error object, no `choices`, a refusal, a content filter stop | permanent |
+//! | `finish_reason: length` on structured output, or with no text | permanent (raise `max_tokens`) |
+//! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn |
+use super::net::{self, Secret};
+use super::{LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use crate::http::{self, CallPolicy, HttpError, HttpResponse};
+use crate::spec::types::{ModelSpec, StructuredMode};
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+
+/// Default `base_url` of the `openai` provider.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// An OpenAI-compatible Chat Completions client for one model of a spec.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    name: String,
+    model: String,
+    endpoint: String,
+    key: Option<Secret>,
+    policy: CallPolicy,
+    mode: StructuredMode,
+    spec: ModelSpec,
+}
+
+/// The Chat Completions endpoint for a `base_url` (see the module docs).
+///
+/// # Errors
+/// When `base_url` is not an http(s) URL.
+pub fn endpoint(name: &str, base_url: Option<&str>) -> Result<String, String> {
+    let url = net::parse_base(name, base_url.unwrap_or(DEFAULT_BASE_URL))?;
+    let path = url.path().trim_end_matches('/');
+    Ok(if path.ends_with("/chat/completions") {
+        let mut u = url.clone();
+        u.set_path(path);
+        u.to_string()
+    } else if path.is_empty() {
+        net::join(&url, "v1/chat/completions")
+    } else {
+        net::join(&url, "chat/completions")
+    })
+}
+
+impl OpenAiProvider {
+    /// The provider of model `name` (its key read from the environment, see
+    /// [`net::api_key`](super::api_key)).
+    ///
+    /// # Errors
+    /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
+    /// a `params` key that would replace the request's fixed fields.
+    pub fn new(name: &str, spec: &ModelSpec) -> Result<OpenAiProvider, String> {
+        let model = spec
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                format!("model `{name}`: provider openai needs `model` (the server's model name, e.g. gpt-4o-mini)")
+            })?;
+        let endpoint = endpoint(name, spec.base_url.as_deref())?;
+        if let Some(k) = net::fixed_param(&spec.params) {
+            return Err(format!(
+                "model `{name}`: params.{k} cannot be set (ragloop builds that field of the request)"
+            ));
+        }
+        let key = super::api_key(name, spec)?;
+        Ok(OpenAiProvider {
+            name: name.to_string(),
+            model,
+            endpoint,
+            policy: net::policy(spec, key.as_ref()),
+            key,
+            mode: spec.structured_output.unwrap_or(StructuredMode::ToolCall),
+            spec: spec.clone(),
+        })
+    }
+
+    /// The URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The JSON body sent for `req`.
+    pub fn body(&self, req: &LlmRequest) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert(
+            "messages".into(),
+            Value::Array(
+                req.messages
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect(),
+            ),
+        );
+        body.insert("temperature".into(), json!(self.spec.temperature));
+        if let Some(n) = self.spec.max_tokens {
+            body.insert("max_tokens".into(), json!(n));
+        }
+        if let Some(schema) = &req.schema {
+            let name = net::tool_name(schema);
+            match self.mode {
+                StructuredMode::ToolCall => {
+                    body.insert(
+                        "tools".into(),
+                        json!([{"type": "function", "function": {
+                            "name": name,
+                            "description": net::tool_description(schema),
+                            "parameters": net::wire_schema(schema),
+                        }}]),
+                    );
+                    body.insert(
+                        "tool_choice".into(),
+                        json!({"type": "function", "function": {"name": name}}),
+                    );
+                }
+                StructuredMode::JsonSchema => {
+                    let (schema, strict) = match net::strict_schema(schema) {
+                        Some(s) => (s, true),
+                        None => (net::wire_schema(schema), false),
+                    };
+                    body.insert(
+                        "response_format".into(),
+                        json!({"type": "json_schema", "json_schema": {
+                            "name": name, "schema": schema, "strict": strict,
+                        }}),
+                    );
+                }
+            }
+        }
+        let params: Map<String, Value> = self
+            .spec
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        net::merge_params(&mut body, &params);
+        Value::Object(body)
+    }
+
+    fn what(&self) -> String {
+        format!("openai model `{}` ({})", self.model, self.endpoint)
+    }
+
+    /// Turns a 2xx response into the call's result (see the module docs).
+    fn parse(
+        &self,
+        req: &LlmRequest,
+        resp: &HttpResponse,
+    ) -> Result<Result<LlmResponse, ProviderError>, HttpError> {
+        let v = net::json_body(resp)?;
+        let permanent = |message: String| HttpError::Permanent {
+            status: Some(resp.status),
+            message,
+        };
+        let choice = v
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .ok_or_else(|| {
+                permanent(format!(
+                    "the response has no `choices`: {}",
+                    net::clip(&v.to_string(), 200)
+                ))
+            })?;
+        let msg = choice.get("message").or_else(|| choice.get("delta"));
+        let finish = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let text = msg.and_then(|m| m.get("content")).map(content_text);
+        if let Some(r) = msg
+            .and_then(|m| m.get("refusal"))
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty())
+        {
+            return Err(permanent(format!(
+                "the model refused: {}",
+                net::clip(r, 300)
+            )));
+        }
+        if finish == "content_filter" {
+            return Err(permanent(
+                "the reply was stopped by the server's content filter (finish_reason content_filter)".into(),
+            ));
+        }
+        let truncated = finish == "length";
+        let cut = || {
+            permanent(format!(
+                "the reply was cut at max_tokens ({}) before it was complete (finish_reason length); raise models.{}.max_tokens",
+                self.spec
+                    .max_tokens
+                    .map_or_else(|| "the server's default".into(), |n| n.to_string()),
+                self.name
+            ))
+        };
+        let (output, out_text) = match &req.schema {
+            None => {
+                let t = text.unwrap_or_default();
+                if truncated && t.trim().is_empty() {
+                    return Err(cut());
+                }
+                (Value::String(t.clone()), t)
+            }
+            Some(schema) => {
+                let name = net::tool_name(schema);
+                match self.structured(msg, text, &name, schema) {
+                    Ok((out, raw)) => (out, raw),
+                    Err(e) if truncated => {
+                        let _ = e;
+                        return Err(cut());
+                    }
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+        };
+        let usage = v.get("usage");
+        let input = net::count(usage.and_then(|u| u.get("prompt_tokens")));
+        let output_tokens = net::count(usage.and_then(|u| u.get("completion_tokens")));
+        let estimated = input.is_none() || output_tokens.is_none();
+        let input = input.unwrap_or_else(|| super::estimate_tokens(&net::prompt_chars(req)));
+        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(&out_text));
+        Ok(Ok(LlmResponse {
+            output,
+            usage: Usage {
+                input_tokens: input,
+                output_tokens,
+                cost_usd: net::cost_usd(&self.spec, input, output_tokens),
+            },
+            usage_estimated: estimated,
+            ..Default::default()
+        }))
+    }
+
+    /// The structured output of a reply, and its raw text (for token estimates).
+    fn structured(
+        &self,
+        msg: Option<&Value>,
+        text: Option<String>,
+        name: &str,
+        schema: &Value,
+    ) -> Result<(Value, String), ProviderError> {
+        let mut calls: Vec<(String, &Value)> = msg
+            .and_then(|m| m.get("tool_calls"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| {
+                        let f = c.get("function")?;
+                        Some((f.get("name")?.as_str()?.to_string(), f.get("arguments")?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(f) = msg.and_then(|m| m.get("function_call")) {
+            if let (Some(n), Some(a)) = (f.get("name").and_then(Value::as_str), f.get("arguments"))
+            {
+                calls.push((n.to_string(), a));
+            }
+        }
+        let mut out = if let Some((_, args)) = calls.iter().find(|(n, _)| n == name) {
+            match args {
+                Value::String(s) => match serde_json::from_str::<Value>(s.trim()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Err(ProviderError::InvalidOutput {
+                            reply: s.clone(),
+                            reason: format!(
+                                "the arguments of the `{name}` call are not JSON ({e})"
+                            ),
+                        })
+                    }
+                },
+                other => (*other).clone(),
+            }
+        } else if let Some((other, args)) = calls.first() {
+            return Err(ProviderError::InvalidOutput {
+                reply: format!("{other}({})", args_text(args)),
+                reason: format!(
+                    "the model called the function `{other}`, which was not offered; the only function is `{name}`"
+                ),
+            });
+        } else {
+            let t = text.unwrap_or_default();
+            if t.trim().is_empty() {
+                return Err(ProviderError::InvalidOutput {
+                    reply: String::new(),
+                    reason: format!("the reply is empty: no `{name}` call and no text"),
+                });
+            }
+            match serde_json::from_str::<Value>(strip_fence(&t)) {
+                Ok(v) if v.is_object() => v,
+                _ => {
+                    let reason = match self.mode {
+                        StructuredMode::ToolCall => format!(
+                            "the model answered in prose instead of calling the function `{name}`"
+                        ),
+                        StructuredMode::JsonSchema => {
+                            "the reply is not a JSON object as the response format requires".into()
+                        }
+                    };
+                    return Err(ProviderError::InvalidOutput { reply: t, reason });
+                }
+            }
+        };
+        if self.mode == StructuredMode::JsonSchema {
+            net::drop_optional_nulls(schema, &mut out);
+        }
+        let raw = out.to_string();
+        Ok((out, raw))
+    }
+}
+
+fn args_text(v: &Value) -> String {
+    net::clip(
+        &v.as_str().map_or_else(|| v.to_string(), str::to_string),
+        300,
+    )
+}
+
+/// A JSON reply wrapped in a Markdown code fence, unwrapped.
+pub(crate) fn strip_fence(t: &str) -> &str {
+    let t = t.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return t;
+    };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+    rest.strip_suffix("```").unwrap_or(rest).trim()
+}
+
+/// `content` as a string, or the text parts of an array joined.
+fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn http_error(what: &str, e: HttpError) -> ProviderError {
+    match e {
+        HttpError::Transient { message, .. } => {
+            ProviderError::Transient(format!("{what}: {message}"))
+        }
+        HttpError::Permanent { message, .. } => {
+            ProviderError::Permanent(format!("{what}: {message}"))
+        }
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn retries_itself(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(
+        &'a self,
+        req: &'a LlmRequest,
+    ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
+        Box::pin(async move {
+            let body = self.body(req).to_string();
+            let build = || {
+                let b = http::client()
+                    .post(&self.endpoint)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone());
+                match &self.key {
+                    Some(k) => b.bearer_auth(k.expose()),
+                    None => b,
+                }
+            };
+            http::send_checked(build, &self.policy, |r| self.parse(req, &r))
+                .await
+                .map_err(|e| http_error(&self.what(), e))?
+        })
+    }
+}
