@@ -397,7 +397,9 @@ pub fn value(name: &str, row: &Row, labelled: bool, unanswerable: bool) -> Optio
         "f1" => Some(m.f1),
         "recall_first" => first_or_zero(&m.recall),
         "recall_final" => last_or_zero(&m.recall),
-        "recall_gain" => last_or_zero(&m.recall).zip(first_or_zero(&m.recall)).map(|(l, f)| l - f),
+        "recall_gain" => last_or_zero(&m.recall)
+            .zip(first_or_zero(&m.recall))
+            .map(|(l, f)| l - f),
         "precision_first" => first_or_zero(&m.precision),
         "precision_final" => last_or_zero(&m.precision),
         "iterations" => Some(f64::from(row.iterations)),

@@ -154,7 +154,13 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
                 let ns: Vec<String> = s
                     .results
                     .values()
-                    .map(|r| r.overall.per_iteration.get(i).map_or(0, |p| p.n).to_string())
+                    .map(|r| {
+                        r.overall
+                            .per_iteration
+                            .get(i)
+                            .map_or(0, |p| p.n)
+                            .to_string()
+                    })
                     .collect();
                 (
                     format!("pass {} (n {})", i + 1, ns.join("/")),
