@@ -8,12 +8,15 @@
 #     Bound: >= 500 questions/s.
 # (b) the same graph with every LLM answer delayed 50 ms (scripted provider's delay_ms;
 #     no HTTP server), --concurrency 32: throughput against the concurrency bound.
+# (c) graphs/crag.yaml with the `openai` provider against a wiremock server on
+#     127.0.0.1 answering after 50 ms (examples/eval_http_bench.rs), --concurrency 32.
 #
 #   bench/eval.sh [DATASET]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATASET=${1:-../shared/datasets/rust-book-qa.jsonl}
 cargo build --release --quiet
+cargo build --release --quiet --example eval_http_bench
 BIN=target/release/ragloop
 W=target/bench-eval
 rm -rf "$W" && mkdir -p "$W"
@@ -75,3 +78,4 @@ print(f"(b) {pairs} runs, 50 ms per LLM call, {seq} sequential calls per run, --
 print(f"    {got:.1f} q/s in {b_secs:.3f} s; concurrency bound {bound:.1f} q/s ({waves} waves x {seq} x 50 ms = {waves*seq*lat:.2f} s; "
       f"steady-state {steady:.1f} q/s); {100*got/bound:.1f}% of the bound (target >= 85%) {'OK' if got >= 0.85*bound else 'BELOW'}")
 PY
+echo "(c) $(./target/release/examples/eval_http_bench "$DATASET" 50 32 | tail -1)"

@@ -83,7 +83,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let delay_ms: u64 = args.next().map_or(Ok(50), |s| s.parse())?;
     let concurrency: usize = args.next().map_or(Ok(32), |s| s.parse())?;
-    let server = MockServer::start().await;
+    // No request recording: the bench never inspects them, and storing every body costs CPU.
+    let server = MockServer::builder()
+        .disable_request_recording()
+        .start()
+        .await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .respond_with(Chat {
