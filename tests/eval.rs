@@ -542,3 +542,21 @@ fn kill_minus_9_then_resume() {
     assert_eq!(ids.len(), 30);
     assert!(close(&metric(&env.summary(), "base", "must_contain"), 1.0));
 }
+
+#[test]
+fn a_spec_that_does_not_validate_runs_nothing() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::write(
+        env.path("spec.yaml"),
+        SPEC.replace("entry: retrieve", "entry: nowhere"),
+    )
+    .unwrap();
+    let o = env.cmd().output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("nowhere") && e.contains("nothing was evaluated"),
+        "{e}"
+    );
+    assert!(!env.path("out/results.jsonl").exists());
+}
