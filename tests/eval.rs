@@ -560,3 +560,17 @@ fn a_spec_that_does_not_validate_runs_nothing() {
     );
     assert!(!env.path("out/results.jsonl").exists());
 }
+
+#[test]
+fn a_missing_api_key_is_a_usage_error_before_anything_runs() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    let o = env
+        .cmd()
+        .env_remove("OPENAI_API_KEY")
+        .args(["--model", "m=openai:gpt-4o-mini"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("OPENAI_API_KEY"), "{}", stderr(&o));
+    assert!(!env.path("out").exists());
+}

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop eval`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 ok, 1 a run failed or a dataset line was skipped (or the spec cannot run), 2 usage error (nothing ran), 5 a gate failed. See docs/eval.md."
+    after_help = "Exit status: 0 ok, 1 a run failed or a dataset line was skipped (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
 )]
 pub struct EvalArgs {
     /// The spec file.
@@ -46,8 +46,8 @@ pub struct EvalArgs {
     /// Fail (exit 5) when VARIANT is significantly worse than base on must_contain, f1 or recall_final (repeatable).
     #[arg(long = "fail-if-worse", value_name = "VARIANT")]
     pub fail_if_worse: Vec<String>,
-    /// Override a model for every variant: NAME=PROVIDER[:MODEL] (repeatable).
-    #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL]")]
+    /// Override a model for every variant: NAME=PROVIDER[:MODEL][@BASE_URL] (repeatable).
+    #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL][@BASE_URL]")]
     pub models: Vec<String>,
     /// Corpus directory for every retriever, instead of the spec's.
     #[arg(long)]

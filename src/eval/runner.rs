@@ -86,21 +86,40 @@ pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<St
     Ok(out)
 }
 
-/// Loads, compiles and opens the resources of each variant.
+/// Loads and compiles every variant, checks API keys, then opens the resources of
+/// each.
 ///
 /// # Errors
-/// [`LoadError`] for a spec or variant that does not load; a resource failure is
-/// [`LoadError::Compile`] with the message naming the variant.
+/// [`LoadError`] for a spec or variant that does not load; a missing API key is
+/// [`LoadError::Usage`] (reported for every model at once, before any corpus is
+/// opened); a resource failure is [`LoadError::Compile`] with the message naming the
+/// variant.
 pub fn prepare(
     spec: &Path,
     variants: &[String],
     opts: &PrepareOptions,
 ) -> Result<Vec<Prepared>, LoadError> {
-    variants
+    let programs = variants
         .iter()
         .map(|name| {
             let v = (name != BASE).then_some(name.as_str());
-            let program = load_program(spec, v, &opts.models)?;
+            load_program(spec, v, &opts.models).map(|p| (name, p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut missing: Vec<String> = Vec::new();
+    for (_, p) in &programs {
+        for m in crate::providers::registry::missing_keys(&p.loaded.spec.models) {
+            if !missing.contains(&m) {
+                missing.push(m);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(LoadError::Usage(missing.join("\n")));
+    }
+    programs
+        .into_iter()
+        .map(|(name, program)| {
             let res = Resources::prepare(
                 &program,
                 ResourceOptions {
