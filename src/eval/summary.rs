@@ -435,3 +435,73 @@ pub fn summarize(
         gates: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::store::{Row, Usage};
+    use crate::runtime::Status;
+
+    fn item(i: usize) -> Item {
+        Item {
+            id: format!("q{i}"),
+            question: "q".into(),
+            answer: "a".into(),
+            must_contain: vec!["x".into()],
+            sources: vec!["book/a.html".into()],
+            kind: "direct".into(),
+            line: i + 1,
+        }
+    }
+
+    fn row(variant: &str, it: &Item, answer: &str, iterations: u32) -> Row {
+        let mut r = Row {
+            variant: variant.into(),
+            id: it.id.clone(),
+            kind: it.kind.clone(),
+            status: Status::Generated,
+            answer: Some(answer.into()),
+            sources: vec![],
+            path: vec![],
+            iterations,
+            steps: 1,
+            retrieved: vec![vec!["a.html".into()]],
+            usage: Usage::default(),
+            latency_ms: 1.0,
+            error: None,
+            metrics: Default::default(),
+        };
+        r.metrics = crate::eval::metrics::row_metrics(it, &r);
+        r
+    }
+
+    #[test]
+    fn paired_verdicts_by_hand() {
+        let items: Vec<Item> = (0..10).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            rows.push(row("base", it, "no", 1));
+            rows.push(row("v", it, "x", 2));
+        }
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        assert_eq!(s.results["base"].overall.get("must_contain"), Some(0.0));
+        assert_eq!(s.results["v"].overall.get("must_contain"), Some(1.0));
+        let c = &s.comparisons[0];
+        let m = |name: &str| c.metrics.iter().find(|m| m.metric == name).unwrap();
+        // 10 discordant pairs, all for v: exact p = 2 / 1024.
+        let mc = m("must_contain");
+        assert_eq!(mc.mcnemar.unwrap().c, 10);
+        assert!((mc.mcnemar.unwrap().p - 2.0 / 1024.0).abs() < 1e-12);
+        assert_eq!(mc.verdict, "better");
+        // Every question +1 iteration: CI [1, 1], significant, no direction.
+        assert_eq!(m("iterations").ci, Some([1.0, 1.0]));
+        assert_eq!(m("iterations").verdict, "higher");
+        assert_eq!(m("recall_final").verdict, NO_DIFFERENCE);
+        assert_eq!(s.results["v"].overall.per_iteration[0].recall, 1.0);
+        assert_eq!(s.results["v"].overall.iterations_histogram, vec![(2, 10)]);
+        // Gates read the same aggregates.
+        let g = crate::eval::gates::parse_not_worse("v", &variants).unwrap();
+        assert!(crate::eval::gates::check(&[g], &s)[0].passed);
+    }
+}
