@@ -574,3 +574,44 @@ fn a_missing_api_key_is_a_usage_error_before_anything_runs() {
     assert!(stderr(&o).contains("OPENAI_API_KEY"), "{}", stderr(&o));
     assert!(!env.path("out").exists());
 }
+
+#[test]
+fn an_eval_recorded_once_replays_with_identical_rows() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    let cassette = env.path("calls.jsonl");
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--concurrency", "1", "--record"])
+        .arg(&cassette)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recorded = env.rows();
+    // The fixture is gone: every answer must come from the cassette.
+    std::fs::write(env.path("fixture.json"), "{}").unwrap();
+    let o = env
+        .cmd_in("out2")
+        .args(["--variants", "base", "--concurrency", "3", "--replay"])
+        .arg(&cassette)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let replayed: Vec<Value> = std::fs::read_to_string(env.path("out2/results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let key = |r: &Value| {
+        (
+            r["id"].as_str().unwrap().to_string(),
+            r["answer"].clone(),
+            r["status"].clone(),
+            r["metrics"].clone(),
+        )
+    };
+    let mut a: Vec<_> = recorded.iter().map(key).collect();
+    let mut b: Vec<_> = replayed.iter().map(key).collect();
+    a.sort_by(|x, y| x.0.cmp(&y.0));
+    b.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(a, b);
+}

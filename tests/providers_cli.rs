@@ -167,7 +167,14 @@ impl Respond for Echo {
 #[test]
 fn a_planted_key_never_reaches_any_output() {
     let rt = rt();
-    for (status, structured) in [(200, false), (200, true), (401, false), (500, false)] {
+    for (provider, status, structured) in [
+        ("openai", 200, false),
+        ("openai", 200, true),
+        ("openai", 401, false),
+        ("openai", 500, false),
+        ("anthropic", 401, false),
+        ("anthropic", 503, true),
+    ] {
         let server = rt.block_on(MockServer::start());
         rt.block_on(
             Mock::given(wiremock::matchers::method("POST"))
@@ -176,7 +183,7 @@ fn a_planted_key_never_reaches_any_output() {
         );
         let p = project(
             &format!(
-                "provider: openai, model: m1, base_url: '{}/v1', api_key_env: RAGLOOP_PLANTED_KEY, retries: 1, price: {{input_per_mtok: 1, output_per_mtok: 1}}",
+                "provider: {provider}, model: m1, base_url: '{}/v1', api_key_env: RAGLOOP_PLANTED_KEY, retries: 1, price: {{input_per_mtok: 1, output_per_mtok: 1}}",
                 server.uri()
             ),
             structured,
@@ -186,6 +193,8 @@ fn a_planted_key_never_reaches_any_output() {
             .unwrap()
             .env("RAGLOOP_PLANTED_KEY", KEY)
             .arg("run")
+            // Each case must reach its server: no response cache (and none in $HOME).
+            .arg("--no-cache")
             .arg(&p.spec)
             .args(["--question", "q", "--json", "--verbose", "--trace"])
             .arg(&trace)
@@ -195,7 +204,7 @@ fn a_planted_key_never_reaches_any_output() {
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         let trace_text = std::fs::read_to_string(&trace).unwrap_or_default();
         assert!(!trace_text.is_empty(), "a trace was written");
-        let case = format!("status {status}, structured {structured}");
+        let case = format!("{provider}, status {status}, structured {structured}");
         for (what, text) in [
             ("stdout", &stdout),
             ("stderr", &stderr),
@@ -243,6 +252,7 @@ fn cost_in_trace_json_verbose_and_summary() {
     let out = Command::cargo_bin("ragloop")
         .unwrap()
         .arg("run")
+        .arg("--no-cache")
         .arg(&p.spec)
         .args(["--question", "q", "--json", "--verbose", "--trace"])
         .arg(&trace)
@@ -271,6 +281,7 @@ fn cost_in_trace_json_verbose_and_summary() {
     let human = Command::cargo_bin("ragloop")
         .unwrap()
         .arg("run")
+        .arg("--no-cache")
         .arg(&p.spec)
         .args(["--question", "q"])
         .output()

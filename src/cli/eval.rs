@@ -52,6 +52,9 @@ pub struct EvalArgs {
     /// Corpus directory for every retriever, instead of the spec's.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
+    /// Response cache, cassette recording (every exchange of every run) and replay.
+    #[command(flatten)]
+    pub calls: super::calls::CallArgs,
 }
 
 /// Runs `ragloop eval`.
@@ -63,6 +66,20 @@ pub fn run(args: EvalArgs) -> ExitCode {
             .map_or_else(|| "eval".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("eval-results").join(stem)
     });
+    // --record / --replay / cache: one set of layers shared by every run. With
+    // --resume the cassette is appended to (a torn last line cut), so it covers the
+    // whole eval.
+    let mut layers = ragloop::runtime::ResourceOptions::default();
+    let results = out.join(ragloop::eval::files::RESULTS);
+    let inputs = [
+        args.spec.as_path(),
+        args.dataset.as_path(),
+        results.as_path(),
+    ];
+    if let Err(e) = args.calls.apply(&mut layers, &inputs, args.resume) {
+        eprintln!("ragloop eval: {e}");
+        return ExitCode::from(super::EXIT_USAGE);
+    }
     let cfg = EvalConfig {
         spec: args.spec,
         dataset: args.dataset,
@@ -77,6 +94,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         models: args.models,
         corpus: args.corpus,
         progress: std::io::stderr().is_terminal(),
+        calls: ragloop::eval::runner::CallLayers::from_options(&mut layers),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

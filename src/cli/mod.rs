@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod calls;
 mod eval;
 mod graph;
 mod index;

@@ -53,6 +53,9 @@ pub struct RunArgs {
     /// Print each step on stderr.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Response cache, cassette recording and replay.
+    #[command(flatten)]
+    pub calls: super::calls::CallArgs,
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
@@ -104,6 +107,13 @@ fn print_human(r: &RunResult) {
     // Paid runs say what they cost.
     if r.usage.cost_usd > 0.0 {
         let _ = writeln!(out, "Usage: {}", r.usage.summary());
+    }
+    if r.usage.cached_calls > 0 {
+        let _ = writeln!(
+            out,
+            "Cached: {} of {} LLM call(s) answered from the response cache or a cassette",
+            r.usage.cached_calls, r.usage.calls
+        );
     }
     if let Some(e) = &r.error {
         eprintln!("ragloop run: {e}");
@@ -171,8 +181,13 @@ pub fn run(args: RunArgs) -> ExitCode {
             ));
         }
     }
-    // A missing API key is a usage error, reported before anything is opened or run.
-    let missing = ragloop::providers::registry::missing_keys(&program.loaded.spec.models);
+    // A missing API key is a usage error, reported before anything is opened or run;
+    // a replayed run reads no key.
+    let missing = if args.calls.replay.is_some() {
+        Vec::new()
+    } else {
+        ragloop::providers::registry::missing_keys(&program.loaded.spec.models)
+    };
     if !missing.is_empty() {
         for m in &missing {
             eprintln!("ragloop run: {m}");
@@ -194,11 +209,17 @@ pub fn run(args: RunArgs) -> ExitCode {
             Err(e) => return usage(format!("cannot create trace file {}: {e}", path.display())),
         }
     }
-    let opts = ResourceOptions {
+    let mut opts = ResourceOptions {
         corpus: args.corpus.clone(),
         progress: !args.json,
         ..ResourceOptions::default()
     };
+    let mut inputs = vec![args.spec.as_path()];
+    inputs.extend(args.input.as_deref());
+    inputs.extend(args.trace.as_deref());
+    if let Err(e) = args.calls.apply(&mut opts, &inputs, false) {
+        return usage(e);
+    }
     let resources = match Resources::prepare(&program, opts) {
         Ok(r) => r,
         Err(e) => {

@@ -161,6 +161,14 @@ codes! {
     /// A node names a task the model's provider does not implement, or leaves out an
     /// input the task needs.
     UnsupportedTask = "E070", "task not supported by the provider";
+    /// A model config cannot work with its provider: `openai` or `anthropic` without
+    /// a `model` name, a `base_url` that is not an `http://` or `https://` address, an
+    /// `api_key_env` that is not an environment variable name (the message never
+    /// repeats the value: it may be a pasted key), or `params` that would replace a
+    /// field ragloop builds (`model`, `messages`, `tools`, ...). Whether the key
+    /// variable is set is not checked here: `ragloop run` reports a missing key
+    /// before the run starts.
+    ModelConfig = "E071", "model config unusable with its provider";
 
     /// A branch arm after an always-true predicate can never be taken; remove it or
     /// fix the predicate before it.

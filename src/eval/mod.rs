@@ -60,6 +60,9 @@ pub struct EvalConfig {
     pub corpus: Option<PathBuf>,
     /// Show a progress bar (only drawn on a terminal).
     pub progress: bool,
+    /// Response cache, cassette recording and replay, shared by every run
+    /// (`--no-cache`, `--record FILE`, `--replay FILE`).
+    pub calls: runner::CallLayers,
 }
 
 /// Why an eval did not produce reports.
@@ -214,6 +217,7 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
             models: cfg.models.clone(),
             corpus: cfg.corpus.clone(),
             progress: cfg.progress,
+            calls: cfg.calls.clone(),
         },
     )?;
     std::fs::create_dir_all(&cfg.out)

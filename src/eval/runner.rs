@@ -38,6 +38,32 @@ pub struct PrepareOptions {
     pub corpus: Option<PathBuf>,
     /// Draw a progress bar while an index is built.
     pub progress: bool,
+    /// LLM answer layers shared by every variant and run (see
+    /// [`ResourceOptions`]): the response cache, the cassette every exchange is
+    /// recorded into, the cassette every model answers from.
+    pub calls: CallLayers,
+}
+
+/// The response cache, recording and replay layers of an eval, shared by all runs.
+#[derive(Clone, Debug, Default)]
+pub struct CallLayers {
+    /// Response cache for temperature-0 network models.
+    pub cache: Option<Arc<crate::providers::cache::ResponseCache>>,
+    /// Record every LLM exchange of every run here.
+    pub record: Option<Arc<crate::providers::cassette::CassetteWriter>>,
+    /// Answer every model from this cassette (no key needed).
+    pub replay: Option<Arc<crate::providers::cassette::Cassette>>,
+}
+
+impl CallLayers {
+    /// Takes the layers out of options filled by the CLI's `--record/--replay/--no-cache`.
+    pub fn from_options(opts: &mut ResourceOptions) -> CallLayers {
+        CallLayers {
+            cache: opts.cache.take(),
+            record: opts.record.take(),
+            replay: opts.replay.take(),
+        }
+    }
 }
 
 /// The variant names a spec defines, `base` first.
@@ -107,7 +133,9 @@ pub fn prepare(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut missing: Vec<String> = Vec::new();
-    for (_, p) in &programs {
+    // With a replayed cassette every model answers from it: no key is needed.
+    let check_keys = opts.calls.replay.is_none();
+    for (_, p) in programs.iter().filter(|_| check_keys) {
         for m in crate::providers::registry::missing_keys(&p.loaded.spec.models) {
             if !missing.contains(&m) {
                 missing.push(m);
@@ -125,6 +153,9 @@ pub fn prepare(
                 ResourceOptions {
                     corpus: opts.corpus.clone(),
                     progress: opts.progress,
+                    cache: opts.calls.cache.clone(),
+                    record: opts.calls.record.clone(),
+                    replay: opts.calls.replay.clone(),
                     ..ResourceOptions::default()
                 },
             )

@@ -5,11 +5,14 @@
 //! Errors are sorted into transient (worth a retry), permanent, and
 //! unsupported/invalid-output kinds, so retries touch only what a retry can fix.
 pub mod anthropic;
+pub mod cache;
+pub mod cassette;
 pub mod limits;
 mod net;
 pub mod offline;
 pub mod openai;
 pub mod registry;
+pub mod replay;
 pub mod retry;
 pub mod scripted;
 
@@ -82,7 +85,9 @@ pub struct LlmResponse {
     /// Usage of the call.
     pub usage: Usage,
     /// True when no model was called: the answer came from the response cache or a
-    /// cassette (its usage is the recorded call's, its cost is not spent again).
+    /// cassette. Its usage is the recorded call's (tokens and cost); the runtime counts
+    /// it like any answer and adds its cost to `saved_usd` too (not spent again, see
+    /// [`crate::runtime::trace::LlmStats`]).
     pub cached: bool,
     /// True when the server reported no token counts and `usage` is an estimate
     /// (about 4 characters a token).

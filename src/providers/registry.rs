@@ -17,7 +17,8 @@ use std::time::Duration;
 /// - `openai`: [`super::openai::OpenAiProvider`] (key from the environment, see
 ///   [`super::api_key`]);
 /// - `anthropic`: [`super::anthropic::AnthropicProvider`];
-/// - `replay`: not available in this build.
+/// - `replay`: a cassette named by `params.file`, relative to `root` (see
+///   [`super::replay::ReplayProvider::from_spec`]); returned bare, never wrapped.
 ///
 /// The provider is returned bare; [`wrap`] adds retries, timeouts and limits.
 ///
@@ -37,17 +38,18 @@ pub fn provider_for(
             let file = model.params.get("file").and_then(|f| f.as_str()).ok_or_else(|| {
                 format!("model `{name}`: the scripted provider needs `params.file` (a fixture path relative to the project root)")
             })?;
-            let path = crate::spec::load::resolve_under(root, file, None).map_err(|d| format!("model `{name}`: {}", d.message))?;
-            ScriptedProvider::from_file(&path).map(|p| Arc::new(p) as Arc<dyn Provider>).map_err(|e| format!("model `{name}`: {e}"))
+            let path = crate::spec::load::resolve_under(root, file, None)
+                .map_err(|d| format!("model `{name}`: {}", d.message))?;
+            ScriptedProvider::from_file(&path)
+                .map(|p| Arc::new(p) as Arc<dyn Provider>)
+                .map_err(|e| format!("model `{name}`: {e}"))
         }
         Kind::Openai => super::openai::OpenAiProvider::new(name, model)
             .map(|p| Arc::new(p) as Arc<dyn Provider>),
         Kind::Anthropic => super::anthropic::AnthropicProvider::new(name, model)
             .map(|p| Arc::new(p) as Arc<dyn Provider>),
-        other => Err(format!(
-            "model `{name}`: provider `{}` is not available in this build (use `--model {name}=offline` to run it offline)",
-            other.as_str()
-        )),
+        Kind::Replay => super::replay::ReplayProvider::from_spec(name, model, root)
+            .map(|p| Arc::new(p) as Arc<dyn Provider>),
     }
 }
 

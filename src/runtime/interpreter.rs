@@ -302,9 +302,11 @@ fn finish(
 impl RunUsage {
     fn add_stats(&mut self, s: &LlmStats) {
         self.calls += s.calls;
+        self.cached_calls += s.cached;
         self.input_tokens += s.input_tokens;
         self.output_tokens += s.output_tokens;
         self.cost_usd += s.cost_usd;
+        self.saved_usd += s.saved_usd;
         self.estimated |= s.usage_estimated;
     }
 }

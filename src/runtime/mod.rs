@@ -50,17 +50,23 @@ pub struct RunInput {
     pub sets: Vec<(String, Value)>,
 }
 
-/// Token usage of a whole run.
+/// Token usage of a whole run (the sum of the steps' [`trace::LlmStats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct RunUsage {
-    /// LLM calls (repairs included).
+    /// LLM calls (repairs included, cached answers included).
     pub calls: u64,
-    /// Prompt tokens.
+    /// Of `calls`, the answers served from the response cache or a cassette.
+    pub cached_calls: u64,
+    /// Prompt tokens (cached answers count with their recorded tokens).
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars (from the models' `price`; 0 without prices).
+    /// Cost in US dollars of the answers (from the models' `price`; 0 without prices),
+    /// cached ones at their recorded cost; the money spent by this run is
+    /// `cost_usd - saved_usd`.
     pub cost_usd: f64,
+    /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
+    pub saved_usd: f64,
     /// True when some call's token counts were estimated (the server reported no
     /// usage); absent from JSON when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]

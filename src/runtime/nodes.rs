@@ -257,12 +257,7 @@ pub(super) async fn exec(
             let mut outs = Vec::with_capacity(done.len());
             let mut first_err = None;
             for (i, (r, s)) in done.into_iter().enumerate() {
-                total.calls += s.calls;
-                total.input_tokens += s.input_tokens;
-                total.output_tokens += s.output_tokens;
-                total.cost_usd += s.cost_usd;
-                total.latency_ms += s.latency_ms;
-                total.usage_estimated |= s.usage_estimated;
+                total.add(&s);
                 match r {
                     Ok(v) => outs.push(v),
                     Err(e) => {
@@ -370,6 +365,11 @@ async fn timed(
     stats.input_tokens += resp.usage.input_tokens;
     stats.output_tokens += resp.usage.output_tokens;
     stats.cost_usd += resp.usage.cost_usd;
+    if resp.cached {
+        // The recorded cost counts (the answer costs that much), but is not spent again.
+        stats.cached += 1;
+        stats.saved_usd += resp.usage.cost_usd;
+    }
     stats.usage_estimated |= resp.usage_estimated;
     Ok(resp)
 }

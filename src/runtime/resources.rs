@@ -3,9 +3,13 @@
 //! A [`Retriever`] answers a query with documents; the BM25 [`Index`] is the default
 //! implementation, [`ScriptedRetriever`] returns fixed lists (tests, conformance).
 //! Indexes are opened (built on first use) once per process and shared.
+use crate::providers::cache::{cacheable, CachedProvider, KeyConfig, KeyMaker, ResponseCache};
+use crate::providers::cassette::{Cassette, CassetteWriter, RecordingProvider};
 use crate::providers::registry::{provider_for, wrap};
+use crate::providers::replay::ReplayProvider;
 use crate::providers::Provider;
 use crate::retrieval::{resolve_corpus, Document, Index, IndexOptions};
+use crate::spec::types::Provider as Kind;
 use crate::spec::types::ToolSpec;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -66,6 +70,19 @@ impl Retriever for ScriptedRetriever {
 }
 
 /// How to open the resources of a run.
+///
+/// Providers are assembled per model, innermost first (see [`Resources::prepare`]):
+/// 1. the answering provider: `providers[name]` if given; else, for a model written
+///    `provider: replay`, its own cassette; else a [`ReplayProvider`] on `replay` if
+///    given (nothing is built, no key is read); else the spec's provider;
+/// 2. unless it replays: the model's retries, per-attempt timeout and concurrency /
+///    rate limits ([`crate::providers::registry::wrap`]);
+/// 3. the response cache, when `cache` is set, the model is [`cacheable`] (temperature
+///    0, a network provider) and the answers do not come from a cassette; outside the
+///    limits, so a hit waits for no rate limiter;
+/// 4. the cassette recorder, outermost, when `record` is set: one line per call as the
+///    runtime sees it (after the retries of layer 2), cache hits included, so the
+///    cassette replays the whole run.
 #[derive(Default)]
 pub struct ResourceOptions {
     /// Corpus directory used by every retriever instead of the spec's.
@@ -76,6 +93,14 @@ pub struct ResourceOptions {
     pub providers: HashMap<String, Arc<dyn Provider>>,
     /// Draw a progress bar while an index is built (only on a terminal).
     pub progress: bool,
+    /// The response cache for temperature-0 network models; `None` (the library
+    /// default) caches nothing. The CLI opens [`ResponseCache::open_default`] unless
+    /// `--no-cache` is given.
+    pub cache: Option<Arc<ResponseCache>>,
+    /// Record every LLM exchange of the run into this cassette.
+    pub record: Option<Arc<CassetteWriter>>,
+    /// Answer every model from this cassette (keys computed from the spec's models).
+    pub replay: Option<Arc<Cassette>>,
 }
 
 /// Retrievers, tools and providers of a run.
@@ -130,9 +155,12 @@ pub fn open_index(
 }
 
 impl Resources {
-    /// Opens everything the spec names (after overrides), before any call. Every
-    /// provider (those in `opts.providers` included) is wrapped with its model's
-    /// retries, per-attempt timeout and limits ([`crate::providers::registry::wrap`]).
+    /// Opens everything the spec names (after overrides), before any call, and
+    /// assembles each model's provider with the retry, limit, cache, replay and
+    /// recording layers (see [`ResourceOptions`]). Every provider that calls a model
+    /// (those in `opts.providers` included) is wrapped with its model's retries,
+    /// per-attempt timeout and limits ([`crate::providers::registry::wrap`]); replayed
+    /// ones are not (a cassette answers at once, and a recorded failure is final).
     ///
     /// # Errors
     /// A message naming the retriever (with the corpus path), tool or model at fault;
@@ -143,11 +171,13 @@ impl Resources {
         let root = &program.loaded.root;
         let mut res = Resources::default();
         let mut first_index: Option<Arc<Index>> = None;
-        let missing = crate::providers::registry::missing_keys(
-            spec.models
-                .iter()
-                .filter(|(name, _)| !opts.providers.contains_key(*name)),
-        );
+        let missing =
+            crate::providers::registry::missing_keys(spec.models.iter().filter(|(name, m)| {
+                // Replayed models need no key.
+                !opts.providers.contains_key(*name)
+                    && opts.replay.is_none()
+                    && m.provider != Kind::Replay
+            }));
         if !missing.is_empty() {
             return Err(missing.join("; "));
         }
@@ -183,12 +213,41 @@ impl Resources {
             }
         }
         for (name, m) in &spec.models {
-            let p = match opts.providers.get(name) {
-                Some(p) => Arc::clone(p),
-                None => provider_for(name, m, root, first_index.clone())?,
+            let mut keys = KeyMaker::new(KeyConfig::from_model(m));
+            let mut local = true;
+            let mut p = match (opts.providers.get(name), &opts.replay) {
+                (Some(p), _) => {
+                    local = false;
+                    Arc::clone(p)
+                }
+                (None, _) if m.provider == Kind::Replay => {
+                    let r = ReplayProvider::from_spec(name, m, root)?;
+                    // Recorded again under the configuration it replays.
+                    keys = r.keys().clone();
+                    Arc::new(r)
+                }
+                (None, Some(c)) => Arc::new(ReplayProvider::new(Arc::clone(c), name, keys.clone())),
+                (None, None) => {
+                    local = false;
+                    provider_for(name, m, root, first_index.clone())?
+                }
             };
-            // Retries, per-attempt timeouts and the model's limits, for every kind.
-            res.providers.insert(name.clone(), wrap(name, m, p));
+            if !local {
+                // Retries, per-attempt timeouts and the model's limits.
+                p = wrap(name, m, p);
+            }
+            if let Some(cache) = &opts.cache {
+                // Outside the limits: a hit waits for no rate limiter.
+                if !local && cacheable(m) {
+                    p = Arc::new(CachedProvider::new(p, Arc::clone(cache), keys.clone()));
+                }
+            }
+            if let Some(w) = &opts.record {
+                // Outermost: one line per call as the runtime sees it (after retries),
+                // cache hits included.
+                p = Arc::new(RecordingProvider::new(p, Arc::clone(w), name, keys));
+            }
+            res.providers.insert(name.clone(), p);
         }
         Ok(res)
     }

@@ -4,8 +4,9 @@
 //! One trace line per executed step:
 //! `{"step", "node", "kind", "variant", "start" (unix ms), "duration_us", "delta"
 //! (the state fields written, with their values after the reducers), "route": {"to",
-//! "arm" (index, "else" or "static"), "predicate"}, "llm": {"calls", "input_tokens",
-//! "output_tokens", "cost_usd", "latency_ms"}}`, and an `"error"` key on the step that
+//! "arm" (index, "else" or "static"), "predicate"}, "llm": {"calls", "cached",
+//! "input_tokens", "output_tokens", "cost_usd", "saved_usd", "latency_ms"}}` (`cached`:
+//! calls answered from the response cache or a cassette, see [`LlmStats`]), and an `"error"` key on the step that
 //! failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
 //! the run. Each line is flushed when written, so a trace up to a failure is kept.
 use super::RunResult;
@@ -36,21 +37,45 @@ pub struct Route {
 }
 
 /// LLM usage of one step.
+///
+/// A call answered from the response cache or a cassette (`cached`) counts in `calls`,
+/// its recorded tokens in `input_tokens`/`output_tokens` and its recorded cost in
+/// `cost_usd` (the cost of the answers, so a replayed run or eval reports the figures
+/// of the recorded one) and also in `saved_usd`: the money this run actually spent is
+/// `cost_usd - saved_usd`.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct LlmStats {
-    /// Calls made (repairs included).
+    /// Calls made (repairs and failed attempts included, cached answers included).
     pub calls: u64,
+    /// Of `calls`, the answers served from the response cache or a cassette (a
+    /// replayed failure counts as a call, not as a cached answer).
+    pub cached: u64,
     /// Prompt tokens.
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
-    /// Cost in US dollars.
+    /// Cost in US dollars of the answers (cached ones at their recorded cost).
     pub cost_usd: f64,
+    /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
+    pub saved_usd: f64,
     /// Wall time spent waiting for the provider, summed over calls, in ms.
     pub latency_ms: f64,
     /// True when a call's token counts were estimated (the server sent no usage).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub usage_estimated: bool,
+}
+
+impl LlmStats {
+    /// Adds another step's (or call's) figures.
+    pub fn add(&mut self, o: &LlmStats) {
+        self.calls += o.calls;
+        self.cached += o.cached;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cost_usd += o.cost_usd;
+        self.saved_usd += o.saved_usd;
+        self.latency_ms += o.latency_ms;
+    }
 }
 
 /// One executed step.
@@ -191,6 +216,9 @@ impl Observer for Verbose {
             if l.calls > 0 {
                 line.push_str(&format!(", {:.1} ms waiting for the model", l.latency_ms));
             }
+            if l.cached > 0 {
+                line.push_str(&format!(", {} cached", l.cached));
+            }
         }
         eprintln!("{line}");
         for (k, v) in &r.delta {
@@ -215,7 +243,19 @@ impl Observer for Verbose {
         }
     }
     fn finish(&mut self, r: &RunResult) {
-        eprintln!("status: {} after {} step(s)", r.status, r.path.len());
+        let cached = if r.usage.cached_calls > 0 {
+            format!(
+                " ({} of {} LLM call(s) answered from the cache or a cassette)",
+                r.usage.cached_calls, r.usage.calls
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "status: {} after {} step(s){cached}",
+            r.status,
+            r.path.len()
+        );
         if r.usage.calls > 0 {
             eprintln!("usage: {}", r.usage.summary());
         }

@@ -6,6 +6,7 @@
 //! all of its findings; the graph stage runs only when references resolved, so one
 //! typo does not cascade into a page of follow-on errors.
 mod graph;
+mod models;
 mod refs;
 mod schemas;
 mod templates;
@@ -134,6 +135,7 @@ pub(crate) struct StateInfo {
 pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
     let refs_ok = refs::check(spec, opts, &mut diags);
+    models::check(spec, &mut diags);
     let state = schemas::check(spec, sources, &mut diags);
     templates::check(spec, &state, sources, &mut diags);
     if refs_ok {

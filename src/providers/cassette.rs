@@ -1,0 +1,641 @@
+//! Cassettes: every LLM exchange of a run or an eval, one JSON line each, so the run
+//! can be replayed later with no model, no key and no network
+//! ([`super::replay::ReplayProvider`]).
+//!
+//! # Format
+//!
+//! A cassette is a JSON-lines file. Each line is one exchange:
+//!
+//! ```json
+//! {"v": 1, "seq": 7, "key": "<64 hex digits>", "node": "grade_documents", "item": 2,
+//!  "model_name": "grader", "config": {"provider": "openai", "model": "gpt-4o-mini",
+//!  "base_url": null, "temperature": 0.0, "max_tokens": null, "structured_output": null,
+//!  "params": {}}, "messages": [{"role": "user", "content": "..."}], "schema": {...},
+//!  "task": "grade_documents", "inputs": {...}, "output": {...},
+//!  "usage": {"input_tokens": 812, "output_tokens": 23, "cost_usd": 0.0001356},
+//!  "cached": false, "error": null}
+//! ```
+//!
+//! - `key`: the [`RequestKey`] (see [`super::cache`] for exactly what it covers);
+//! - `seq`: the order in which the calls were *made* (lines are written when calls
+//!   end, so concurrent calls can be written out of order);
+//! - `item`: index of the item in a `map` fan-out (absent for `llm` nodes);
+//! - `model_name`: the model's name in the spec; `config`: the key's model
+//!   configuration ([`KeyConfig`]);
+//! - `task` and `inputs`: only for the offline provider, whose answers come from them;
+//! - `output` and `usage`: what the provider returned; `cached`: the answer came from
+//!   the response cache (its `usage` is the original call's);
+//! - `usage_estimated: true` (only when true): the server reported no token counts;
+//! - `error`: `{"kind": "transient"|"permanent"|"unsupported"|"invalid_output",
+//!   "message": ..., "reply": ...}` when the call failed for good, after the
+//!   provider's own retries (`reply`: what the model sent when it was not in the
+//!   asked shape, shown back in the repair turn). A call dropped before it ended is
+//!   recorded as a transient failure. Replay returns the same failure.
+//!
+//! One line is one call as the runtime sees it: retries and per-attempt timeouts
+//! happen inside the recorded provider.
+//!
+//! No API key is ever written: the configuration holds no `api_key_env` and no
+//! header; provider error messages are redacted by the providers.
+//!
+//! [`CassetteWriter`] appends lines from any number of concurrent calls through one
+//! file handle: each line is written with a single `write_all` under a lock and
+//! flushed. [`RecordingProvider`] wraps a provider and records what it answers.
+//! [`Cassette::load`] reads a cassette into a hash map from key to the recorded answers.
+use super::cache::{KeyConfig, KeyMaker, RequestKey};
+use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError, Usage};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Version of the line format.
+pub const CASSETTE_VERSION: u32 = 1;
+
+/// A recorded failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedError {
+    /// `transient`, `permanent`, `unsupported` or `invalid_output`.
+    pub kind: String,
+    /// The provider's message (for `invalid_output`, what is wrong with the reply).
+    pub message: String,
+    /// For `invalid_output`: what the model sent, as the repair turn shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+}
+
+impl RecordedError {
+    fn from_error(e: &ProviderError) -> RecordedError {
+        let (kind, message, reply) = match e {
+            ProviderError::Transient(m) => ("transient", m, None),
+            ProviderError::Permanent(m) => ("permanent", m, None),
+            ProviderError::Unsupported(m) => ("unsupported", m, None),
+            ProviderError::InvalidOutput { reply, reason } => {
+                ("invalid_output", reason, Some(reply.clone()))
+            }
+        };
+        RecordedError {
+            kind: kind.into(),
+            message: message.clone(),
+            reply,
+        }
+    }
+
+    /// The error again.
+    pub fn to_error(&self) -> ProviderError {
+        match self.kind.as_str() {
+            "transient" => ProviderError::Transient(self.message.clone()),
+            "unsupported" => ProviderError::Unsupported(self.message.clone()),
+            "invalid_output" => ProviderError::InvalidOutput {
+                reply: self.reply.clone().unwrap_or_default(),
+                reason: self.message.clone(),
+            },
+            _ => ProviderError::Permanent(self.message.clone()),
+        }
+    }
+}
+
+/// One exchange as written (borrowed, to write without copying the request).
+#[derive(Serialize)]
+struct LineOut<'a> {
+    v: u32,
+    seq: u64,
+    key: String,
+    node: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    item: Option<usize>,
+    model_name: &'a str,
+    config: &'a KeyConfig,
+    messages: &'a [Message],
+    schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    task: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inputs: Option<&'a Map<String, Value>>,
+    output: Option<&'a Value>,
+    usage: Usage,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    usage_estimated: bool,
+    cached: bool,
+    error: Option<RecordedError>,
+}
+
+/// One exchange as read back (every field).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Exchange {
+    /// Line format version.
+    pub v: u32,
+    /// Call order.
+    #[serde(default)]
+    pub seq: u64,
+    /// The request key, 64 hex digits.
+    pub key: String,
+    /// The node that made the call.
+    pub node: String,
+    /// Item index in a map fan-out.
+    #[serde(default)]
+    pub item: Option<usize>,
+    /// The model's name in the spec.
+    pub model_name: String,
+    /// The model configuration of the key.
+    pub config: KeyConfig,
+    /// The request messages.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// The output schema.
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// The offline task.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// The offline inputs.
+    #[serde(default)]
+    pub inputs: Option<Map<String, Value>>,
+    /// The answer (absent when the call failed).
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// Usage of the call.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Whether the token counts were estimated (the server reported none).
+    #[serde(default)]
+    pub usage_estimated: bool,
+    /// Whether the answer came from the response cache.
+    #[serde(default)]
+    pub cached: bool,
+    /// The failure, if the call failed.
+    #[serde(default)]
+    pub error: Option<RecordedError>,
+}
+
+/// What loading needs of a line; the request body is skipped (read again only to
+/// explain a replay miss).
+#[derive(Deserialize)]
+struct LineIn {
+    v: u32,
+    #[serde(default)]
+    seq: u64,
+    key: String,
+    node: String,
+    model_name: String,
+    config: KeyConfig,
+    #[serde(default)]
+    output: Option<Value>,
+    #[serde(default)]
+    usage: Usage,
+    #[serde(default)]
+    usage_estimated: bool,
+    #[serde(default)]
+    error: Option<RecordedError>,
+}
+
+/// Appends exchanges to a cassette file, one flushed line each, from any number of
+/// concurrent calls.
+#[derive(Debug)]
+pub struct CassetteWriter {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+    seq: AtomicU64,
+    written: AtomicU64,
+}
+
+impl CassetteWriter {
+    /// Creates (or truncates) a cassette.
+    ///
+    /// # Errors
+    /// The I/O error, naming the path.
+    pub fn create(path: &Path) -> Result<CassetteWriter, String> {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot create cassette {}: {e}", path.display()))?;
+        Ok(CassetteWriter {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            seq: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+        })
+    }
+
+    /// Opens a cassette to add exchanges after the existing ones (for resumed evals).
+    /// A torn last line (a recording killed mid-write) is cut off first; `seq`
+    /// continues after the largest recorded one.
+    ///
+    /// # Errors
+    /// The I/O error, naming the path.
+    pub fn append(path: &Path) -> Result<CassetteWriter, String> {
+        let err = |e: std::io::Error| format!("cannot open cassette {}: {e}", path.display());
+        let mut next = 0u64;
+        let mut keep = 0u64;
+        if let Ok(f) = std::fs::File::open(path) {
+            let mut r = std::io::BufReader::new(f);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let n = r.read_until(b'\n', &mut line).map_err(err)?;
+                if n == 0 || line.last() != Some(&b'\n') {
+                    break;
+                }
+                keep += n as u64;
+                if let Ok(l) = serde_json::from_slice::<LineIn>(&line) {
+                    next = next.max(l.seq + 1);
+                }
+            }
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(err)?;
+        file.set_len(keep).map_err(err)?;
+        let mut file = file;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(err)?;
+        Ok(CassetteWriter {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            seq: AtomicU64::new(next),
+            written: AtomicU64::new(0),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Exchanges written by this writer.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn write_line(&self, line: &LineOut<'_>) -> Result<(), String> {
+        let mut bytes = serde_json::to_vec(line).map_err(|e| e.to_string())?;
+        bytes.push(b'\n');
+        let mut f = self
+            .file
+            .lock()
+            .map_err(|_| "cassette writer is poisoned".to_string())?;
+        f.write_all(&bytes)
+            .and_then(|()| f.flush())
+            .map_err(|e| format!("cannot write cassette {}: {e}", self.path.display()))?;
+        self.written.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Records every exchange of the provider it wraps.
+///
+/// The inner provider's call is made when [`Provider::call`] is invoked (not when the
+/// future first runs), so providers that pick answers in call order keep it. A
+/// recording that cannot be written fails the call (`--record` promised every
+/// exchange).
+pub struct RecordingProvider {
+    inner: Arc<dyn Provider>,
+    writer: Arc<CassetteWriter>,
+    model_name: String,
+    keys: KeyMaker,
+}
+
+impl RecordingProvider {
+    /// Wraps `inner`, the provider of model `model_name` whose key maker is `keys`.
+    pub fn new(
+        inner: Arc<dyn Provider>,
+        writer: Arc<CassetteWriter>,
+        model_name: &str,
+        keys: KeyMaker,
+    ) -> Self {
+        RecordingProvider {
+            inner,
+            writer,
+            model_name: model_name.to_string(),
+            keys,
+        }
+    }
+
+    fn line<'a>(
+        &'a self,
+        seq: u64,
+        req: &'a LlmRequest,
+        r: Result<&'a LlmResponse, &ProviderError>,
+    ) -> LineOut<'a> {
+        let task = self.keys.config().keys_task();
+        LineOut {
+            v: super::cassette::CASSETTE_VERSION,
+            seq,
+            key: self.keys.key(req).hex(),
+            node: &req.node,
+            item: req.item,
+            model_name: &self.model_name,
+            config: self.keys.config(),
+            messages: &req.messages,
+            schema: req.schema.as_deref(),
+            task: if task { req.task.as_deref() } else { None },
+            inputs: if task { Some(&req.inputs) } else { None },
+            output: r.as_ref().ok().map(|r| &r.output),
+            usage: r.as_ref().map(|r| r.usage).unwrap_or_default(),
+            usage_estimated: r.as_ref().is_ok_and(|r| r.usage_estimated),
+            cached: r.as_ref().is_ok_and(|r| r.cached),
+            error: r.err().map(RecordedError::from_error),
+        }
+    }
+}
+
+/// Writes an "abandoned" exchange if the call is dropped before it ends (a run
+/// dropped mid-call).
+struct Abandoned<'a> {
+    rec: &'a RecordingProvider,
+    req: &'a LlmRequest,
+    seq: u64,
+    armed: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let e = ProviderError::Transient(
+                "the call was abandoned before it ended while recording".into(),
+            );
+            let _ = self
+                .rec
+                .writer
+                .write_line(&self.rec.line(self.seq, self.req, Err(&e)));
+        }
+    }
+}
+
+impl Provider for RecordingProvider {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn call<'a>(
+        &'a self,
+        req: &'a LlmRequest,
+    ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
+        let seq = self.writer.next_seq();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let mut guard = Abandoned {
+                rec: self,
+                req,
+                seq,
+                armed: true,
+            };
+            let r = fut.await;
+            guard.armed = false;
+            let written = self.writer.write_line(&self.line(seq, req, r.as_ref()));
+            match (r, written) {
+                (Ok(_), Err(w)) => Err(ProviderError::Permanent(w)),
+                (r, _) => r,
+            }
+        })
+    }
+}
+
+/// A recorded answer (or failure).
+#[derive(Clone, Debug)]
+struct Answer {
+    output: Option<Value>,
+    usage: Usage,
+    usage_estimated: bool,
+    error: Option<RecordedError>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// Sorted by `seq`, ties in line order.
+    answers: Vec<(u64, Answer)>,
+    next: AtomicUsize,
+}
+
+/// A cassette loaded for replay: recorded answers by request key.
+#[derive(Debug)]
+pub struct Cassette {
+    path: PathBuf,
+    slots: HashMap<RequestKey, Slot>,
+    per_node: HashMap<String, usize>,
+    configs: Vec<(String, KeyConfig)>,
+    len: usize,
+    truncated_tail: bool,
+}
+
+/// Why a cassette cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum CassetteError {
+    /// The file cannot be read.
+    #[error("cannot read cassette {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A line is not a valid exchange.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Cassette {
+    /// Reads a cassette. Blank lines are skipped. A last line without its newline that
+    /// does not parse (a recording killed mid-write) is skipped and reported by
+    /// [`Cassette::truncated_tail`].
+    ///
+    /// # Errors
+    /// [`CassetteError::Io`], or [`CassetteError::Line`] with the line number of the
+    /// first malformed line (not JSON, missing fields, another format version, a bad
+    /// key).
+    pub fn load(path: &Path) -> Result<Cassette, CassetteError> {
+        let bytes = std::fs::read(path).map_err(|source| CassetteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Cassette::from_bytes(path, &bytes)
+    }
+
+    /// Reads a cassette from memory; `path` names it in messages.
+    ///
+    /// # Errors
+    /// See [`Cassette::load`].
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Cassette, CassetteError> {
+        let mut c = Cassette {
+            path: path.to_path_buf(),
+            slots: HashMap::new(),
+            per_node: HashMap::new(),
+            configs: Vec::new(),
+            len: 0,
+            truncated_tail: false,
+        };
+        let bad = |line: usize, message: String| CassetteError::Line {
+            path: path.to_path_buf(),
+            line,
+            message,
+        };
+        let mut start = 0usize;
+        let mut lineno = 0usize;
+        while start < bytes.len() {
+            lineno += 1;
+            let end = memchr_nl(&bytes[start..]).map(|i| start + i);
+            let raw = &bytes[start..end.unwrap_or(bytes.len())];
+            start = end.map_or(bytes.len(), |e| e + 1);
+            let raw = raw.strip_prefix(b"\xef\xbb\xbf").unwrap_or(raw);
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let parsed: LineIn = match serde_json::from_slice(raw) {
+                Ok(l) => l,
+                Err(_) if end.is_none() => {
+                    c.truncated_tail = true;
+                    break;
+                }
+                Err(e) => return Err(bad(lineno, format!("not a cassette exchange: {e}"))),
+            };
+            if parsed.v != CASSETTE_VERSION {
+                return Err(bad(
+                    lineno,
+                    format!(
+                        "format version {} (this ragloop reads version {CASSETTE_VERSION})",
+                        parsed.v
+                    ),
+                ));
+            }
+            let key = RequestKey::from_hex(&parsed.key).map_err(|e| bad(lineno, e))?;
+            if parsed.output.is_none() && parsed.error.is_none() {
+                return Err(bad(
+                    lineno,
+                    "the exchange has neither `output` nor `error`".into(),
+                ));
+            }
+            *c.per_node.entry(parsed.node).or_default() += 1;
+            if !c
+                .configs
+                .iter()
+                .any(|(n, k)| *n == parsed.model_name && *k == parsed.config)
+            {
+                c.configs.push((parsed.model_name, parsed.config));
+            }
+            c.slots
+                .entry(key)
+                .or_insert_with(|| Slot {
+                    answers: Vec::new(),
+                    next: AtomicUsize::new(0),
+                })
+                .answers
+                .push((
+                    parsed.seq,
+                    Answer {
+                        output: parsed.output,
+                        usage: parsed.usage,
+                        usage_estimated: parsed.usage_estimated,
+                        error: parsed.error,
+                    },
+                ));
+            c.len += 1;
+        }
+        for s in c.slots.values_mut() {
+            s.answers.sort_by_key(|(seq, _)| *seq);
+        }
+        Ok(c)
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of exchanges.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the cassette holds no exchange.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of distinct request keys.
+    pub fn keys(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether an unterminated, unparsable last line was skipped.
+    pub fn truncated_tail(&self) -> bool {
+        self.truncated_tail
+    }
+
+    /// Exchanges recorded for a node.
+    pub fn exchanges_for_node(&self, node: &str) -> usize {
+        self.per_node.get(node).copied().unwrap_or(0)
+    }
+
+    /// The distinct (model name, configuration) pairs recorded, in first-seen order.
+    pub fn configs(&self) -> &[(String, KeyConfig)] {
+        &self.configs
+    }
+
+    /// The next recorded answer of `key`: the answers of a key recorded several times
+    /// are served in recorded call order (`seq`), then the last one again and again.
+    /// `None` when the key was never recorded. A recorded failure comes back as the
+    /// same kind of [`ProviderError`].
+    pub fn answer(&self, key: &RequestKey) -> Option<Result<LlmResponse, ProviderError>> {
+        let slot = self.slots.get(key)?;
+        let i = slot.next.fetch_add(1, Ordering::Relaxed);
+        let (_, a) = slot
+            .answers
+            .get(i)
+            .or_else(|| slot.answers.last())
+            .expect("slots are never empty");
+        Some(match (&a.error, &a.output) {
+            (Some(e), _) => Err(e.to_error()),
+            (None, Some(o)) => Ok(LlmResponse {
+                output: o.clone(),
+                usage: a.usage,
+                cached: true,
+                usage_estimated: a.usage_estimated,
+            }),
+            (None, None) => Err(ProviderError::Permanent(
+                "the recorded exchange has no output".into(),
+            )),
+        })
+    }
+
+    /// Every exchange of the file, with all its fields, skipping lines that do not
+    /// parse (read again from disk; used to explain a replay miss).
+    ///
+    /// # Errors
+    /// [`CassetteError::Io`].
+    pub fn read_exchanges(path: &Path) -> Result<Vec<Exchange>, CassetteError> {
+        let f = std::fs::File::open(path).map_err(|source| CassetteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        for line in std::io::BufReader::new(f).split(b'\n') {
+            let line = line.map_err(|source| CassetteError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            if let Ok(x) = serde_json::from_slice::<Exchange>(&line) {
+                out.push(x);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn memchr_nl(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&c| c == b'\n')
+}
