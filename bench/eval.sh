@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Eval throughput (issue 6, Speed). Prints each figure next to its bound.
 #
-# (a) 40 questions x 2 variants of graphs/crag.yaml with providers that answer at once:
-#     - a1: the scripted provider with instant answers (stands in for `replay` from a
-#       cassette until that branch lands: no model work, only the runtime, BM25 and eval);
-#     - a2: the offline provider (also does its grading/generation work on the CPU).
+# (a) 40 questions x 2 variants of graphs/crag.yaml with providers that answer at once.
 #     Bound: >= 500 questions/s.
+#     - a0: replay: the eval recorded once (--record, offline provider), then rerun with
+#       --replay (every answer from the cassette, no provider built);
+#     - a1: the scripted provider with instant answers;
+#     - a2: the offline provider (also does its grading/generation work on the CPU).
 # (b) the same graph with every LLM answer delayed 50 ms (scripted provider's delay_ms;
 #     no HTTP server), --concurrency 32: throughput against the concurrency bound.
 # (c) graphs/crag.yaml with the `openai` provider against a wiremock server on
@@ -53,6 +54,8 @@ secs() { sed -n 's/.* \([0-9.]*\) s of runs.*/\1/p'; }
 # Warm the BM25 index so no run pays for building it.
 $BIN index rust-docs:book >/dev/null 2>&1 || true
 
+$BIN eval graphs/crag.yaml --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/rec" --record "$W/cassette.jsonl" >/dev/null
+a0=$($BIN eval graphs/crag.yaml --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/a0" --replay "$W/cassette.jsonl" | tail -1)
 cp "$W/fixture-instant.json" "$W/fixture.json"
 a1=$($BIN eval "$W/crag-scripted.yaml" --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/a1" | tail -1)
 cp "$W/fixture-50ms.json" "$W/fixture.json"
@@ -64,9 +67,10 @@ paths=$(python3 -c "import json,sys; print(sorted({' '.join(json.loads(l)['path'
 echo "(b) paths taken: $paths"
 
 pairs=$((2 * N))
-python3 - "$pairs" "$(echo "$a1" | rate)" "$(echo "$a2" | rate)" "$(echo "$b" | secs)" <<'PY'
+python3 - "$pairs" "$(echo "$a1" | rate)" "$(echo "$a2" | rate)" "$(echo "$b" | secs)" "$(echo "$a0" | rate)" <<'PY'
 import math, sys
-pairs, a1, a2, b_secs = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+pairs, a1, a2, b_secs, a0 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+print(f"(a0) {pairs} runs, replayed from a cassette:  {a0:.0f} questions/s (bound >= 500 q/s) {'OK' if a0 >= 500 else 'BELOW'}")
 print(f"(a1) {pairs} runs, instant scripted answers: {a1:.0f} questions/s (bound >= 500 q/s) {'OK' if a1 >= 500 else 'BELOW'}")
 print(f"(a2) {pairs} runs, offline provider:         {a2:.0f} questions/s (bound >= 500 q/s) {'OK' if a2 >= 500 else 'BELOW'}")
 conc, lat, seq = 32, 0.050, 3
