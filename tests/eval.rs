@@ -615,3 +615,29 @@ fn an_eval_recorded_once_replays_with_identical_rows() {
     b.sort_by(|x, y| x.0.cmp(&y.0));
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_usage_error_leaves_an_existing_cassette_alone() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    let cassette = env.path("calls.jsonl");
+    std::fs::write(&cassette, "precious\n").unwrap();
+    for args in [vec!["--variants", "nope"], vec!["--fail-under", "nope=1"]] {
+        let o = env
+            .cmd()
+            .args(&args)
+            .arg("--record")
+            .arg(&cassette)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&cassette).unwrap(), "precious\n");
+    }
+    let o = env
+        .cmd()
+        .arg("--record")
+        .arg(env.path("data.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
+}

@@ -66,9 +66,9 @@ pub fn run(args: EvalArgs) -> ExitCode {
             .map_or_else(|| "eval".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("eval-results").join(stem)
     });
-    // --record / --replay / cache: one set of layers shared by every run. With
-    // --resume the cassette is appended to (a torn last line cut), so it covers the
-    // whole eval.
+    // --replay / cache: one set of layers shared by every run. The --record cassette
+    // is opened by the library once every argument has been checked, so a usage error
+    // never truncates it; with --resume it is appended to (a torn last line cut).
     let mut layers = ragloop::runtime::ResourceOptions::default();
     let results = out.join(ragloop::eval::files::RESULTS);
     let inputs = [
@@ -76,9 +76,28 @@ pub fn run(args: EvalArgs) -> ExitCode {
         args.dataset.as_path(),
         results.as_path(),
     ];
-    if let Err(e) = args.calls.apply(&mut layers, &inputs, args.resume) {
+    let record_to = args.calls.record.clone();
+    let mut early = args.calls.clone();
+    early.record = None;
+    if let Err(e) = early.apply(&mut layers, &inputs, args.resume) {
         eprintln!("ragloop eval: {e}");
         return ExitCode::from(super::EXIT_USAGE);
+    }
+    if let Some(rec) = &record_to {
+        let same = |other: &std::path::Path| matches!((rec.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        if let Some(p) = inputs
+            .iter()
+            .copied()
+            .chain(args.calls.replay.as_deref())
+            .find(|p| same(p))
+        {
+            eprintln!(
+                "ragloop eval: --record {} would overwrite {}, an input of this eval",
+                rec.display(),
+                p.display()
+            );
+            return ExitCode::from(super::EXIT_USAGE);
+        }
     }
     let cfg = EvalConfig {
         spec: args.spec,
@@ -95,6 +114,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         corpus: args.corpus,
         progress: std::io::stderr().is_terminal(),
         calls: ragloop::eval::runner::CallLayers::from_options(&mut layers),
+        record_to,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

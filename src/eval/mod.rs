@@ -63,6 +63,10 @@ pub struct EvalConfig {
     /// Response cache, cassette recording and replay, shared by every run
     /// (`--no-cache`, `--record FILE`, `--replay FILE`).
     pub calls: runner::CallLayers,
+    /// `--record FILE`: opened (created, or appended to with `resume`) after every
+    /// argument is checked, so a usage error leaves an existing cassette untouched;
+    /// ignored when `calls.record` is already set.
+    pub record_to: Option<PathBuf>,
 }
 
 /// Why an eval did not produce reports.
@@ -210,16 +214,24 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
             results_path.display()
         )));
     }
-    let prepared = runner::prepare(
-        &cfg.spec,
-        &variants,
-        &runner::PrepareOptions {
-            models: cfg.models.clone(),
-            corpus: cfg.corpus.clone(),
-            progress: cfg.progress,
-            calls: cfg.calls.clone(),
-        },
-    )?;
+    let mut popts = runner::PrepareOptions {
+        models: cfg.models.clone(),
+        corpus: cfg.corpus.clone(),
+        progress: cfg.progress,
+        calls: cfg.calls.clone(),
+    };
+    let programs = runner::load(&cfg.spec, &variants, &popts)?;
+    // Every usage check is done: only now may --record create (truncate) its file.
+    if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
+        let w = if cfg.resume {
+            crate::providers::cassette::CassetteWriter::append(path)
+        } else {
+            crate::providers::cassette::CassetteWriter::create(path)
+        }
+        .map_err(|e| EvalError::Usage(format!("--record: {e}")))?;
+        popts.calls.record = Some(std::sync::Arc::new(w));
+    }
+    let prepared = runner::open(programs, &popts)?;
     std::fs::create_dir_all(&cfg.out)
         .map_err(|e| EvalError::Failed(format!("cannot create {}: {e}", cfg.out.display())))?;
     let existing = if cfg.resume {

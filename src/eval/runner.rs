@@ -113,23 +113,33 @@ pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<St
 }
 
 /// Loads and compiles every variant, checks API keys, then opens the resources of
-/// each.
+/// each ([`load`] then [`open`]).
 ///
 /// # Errors
-/// [`LoadError`] for a spec or variant that does not load; a missing API key is
-/// [`LoadError::Usage`] (reported for every model at once, before any corpus is
-/// opened); a resource failure is [`LoadError::Compile`] with the message naming the
-/// variant.
+/// See [`load`] and [`open`].
 pub fn prepare(
     spec: &Path,
     variants: &[String],
     opts: &PrepareOptions,
 ) -> Result<Vec<Prepared>, LoadError> {
+    open(load(spec, variants, opts)?, opts)
+}
+
+/// Loads and compiles every variant and checks that every model has its API key.
+///
+/// # Errors
+/// [`LoadError`] for a spec or variant that does not load; a missing API key is
+/// [`LoadError::Usage`] (every model at once; none with a replayed cassette).
+pub fn load(
+    spec: &Path,
+    variants: &[String],
+    opts: &PrepareOptions,
+) -> Result<Vec<(String, Program)>, LoadError> {
     let programs = variants
         .iter()
         .map(|name| {
             let v = (name != BASE).then_some(name.as_str());
-            load_program(spec, v, &opts.models).map(|p| (name, p))
+            load_program(spec, v, &opts.models).map(|p| (name.clone(), p))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut missing: Vec<String> = Vec::new();
@@ -145,6 +155,17 @@ pub fn prepare(
     if !missing.is_empty() {
         return Err(LoadError::Usage(missing.join("\n")));
     }
+    Ok(programs)
+}
+
+/// Opens the resources of loaded variants with the layers of `opts`.
+///
+/// # Errors
+/// [`LoadError::Compile`] naming the variant and the resource at fault.
+pub fn open(
+    programs: Vec<(String, Program)>,
+    opts: &PrepareOptions,
+) -> Result<Vec<Prepared>, LoadError> {
     programs
         .into_iter()
         .map(|(name, program)| {
@@ -161,7 +182,7 @@ pub fn prepare(
             )
             .map_err(|e| LoadError::Compile(format!("variant `{name}`: {e}")))?;
             Ok(Prepared {
-                name: name.clone(),
+                name,
                 program: Arc::new(program),
                 resources: Arc::new(res),
             })
