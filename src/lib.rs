@@ -21,6 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod diag;
+pub mod eval;
 pub mod graph;
 pub mod http;
 pub mod jinja;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod calls;
+mod eval;
 mod graph;
 mod index;
 mod run;
@@ -36,6 +37,8 @@ enum Command {
     Index(index::IndexArgs),
     /// Run a spec on a question (offline by default) and print the answer, its sources and the path taken.
     Run(run::RunArgs),
+    /// Run every question of a dataset under every variant; write metrics, comparisons and reports.
+    Eval(eval::EvalArgs),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -57,5 +60,6 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => graph::run(args),
         Command::Index(args) => index::run(args),
         Command::Run(args) => run::run(args),
+        Command::Eval(args) => eval::run(args),
     }
 }

@@ -133,6 +133,14 @@ impl RunResult {
         }
     }
 
+    /// A failed result with this reason, for callers that could not run the program
+    /// at all (a task that panicked, a cancelled run).
+    pub fn failed(variant: Option<&str>, msg: String) -> RunResult {
+        let mut r = RunResult::new(variant);
+        r.fail(msg);
+        r
+    }
+
     fn fail(&mut self, msg: String) {
         self.status = Status::Failed;
         self.error = Some(msg);

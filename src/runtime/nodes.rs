@@ -232,11 +232,18 @@ pub(super) async fn exec(
             // First calls are created in item order before any runs (see scripted).
             let firsts: Vec<BoxFuture<'_, Result<LlmResponse, ProviderError>>> =
                 reqs.iter().map(|r| provider.call(r)).collect();
-            let tasks = reqs.iter().zip(firsts).map(|(req, first)| async move {
-                let mut stats = LlmStats::default();
-                let r = complete(provider, call, req, first, &mut stats).await;
-                (r, stats)
-            });
+            // Boxed one by one (not a closure in `map`): the run's future must stay
+            // `Send` for every lifetime so callers can `tokio::spawn` runs (rustc
+            // cannot prove it through a closure returning an async block).
+            let mut tasks: Vec<BoxFuture<'_, (Result<Value, String>, LlmStats)>> =
+                Vec::with_capacity(reqs.len());
+            for (req, first) in reqs.iter().zip(firsts) {
+                tasks.push(Box::pin(async move {
+                    let mut stats = LlmStats::default();
+                    let r = complete(provider, call, req, first, &mut stats).await;
+                    (r, stats)
+                }));
+            }
             let done: Vec<(Result<Value, String>, LlmStats)> = if *concurrency >= reqs.len() {
                 futures::future::join_all(tasks).await
             } else {

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Eval throughput (issue 6, Speed). Prints each figure next to its bound.
+#
+# (a) 40 questions x 2 variants of graphs/crag.yaml with providers that answer at once.
+#     Bound: >= 500 questions/s.
+#     - a0: replay: the eval recorded once (--record, offline provider), then rerun with
+#       --replay (every answer from the cassette, no provider built);
+#     - a1: the scripted provider with instant answers;
+#     - a2: the offline provider (also does its grading/generation work on the CPU).
+# (b) the same graph with every LLM answer delayed 50 ms (scripted provider's delay_ms;
+#     no HTTP server), --concurrency 32: throughput against the concurrency bound.
+# (c) graphs/crag.yaml with the `openai` provider against a wiremock server on
+#     127.0.0.1 answering after 50 ms (examples/eval_http_bench.rs), --concurrency 32.
+#
+#   bench/eval.sh [DATASET]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATASET=${1:-../shared/datasets/rust-book-qa.jsonl}
+cargo build --release --quiet
+cargo build --release --quiet --example eval_http_bench
+BIN=target/release/ragloop
+W=target/bench-eval
+rm -rf "$W" && mkdir -p "$W"
+N=$(grep -c . "$DATASET")
+
+# A scripted copy of crag.yaml: every grade "yes" (no document_id: graded by position),
+# every answer grounded, so each question takes one pass: grade_documents (one wave of
+# <= 4 parallel calls), generate, grade_answer = 3 sequential LLM latencies.
+python3 - "$W" "$N" <<'PY'
+import json, re, sys
+w, n = sys.argv[1], int(sys.argv[2])
+spec = open("graphs/crag.yaml").read()
+spec = spec.replace("root: ..", "root: ../..")
+spec = re.sub(r"models:\n(.*?)\nretrievers:", "models:\n  grader: {provider: scripted, params: {file: %s/fixture.json}}\n  generator: {provider: scripted, params: {file: %s/fixture.json}}\nretrievers:" % (w, w), spec, flags=re.S)
+spec = spec.replace("schema: schemas/grading-result.json", "schema: %s/grading.json" % w)
+spec = spec.replace("models.grader.params.relevance_threshold: 0.2", "limits.max_steps: 41")
+open(f"{w}/crag-scripted.yaml", "w").write(spec)
+json.dump({"type": "object", "properties": {"binary_score": {"enum": ["yes", "no"]}, "confidence": {"type": "number"}},
+           "required": ["binary_score", "confidence"]}, open(f"{w}/grading.json", "w"))
+def fixture(delay):
+    wrap = (lambda o: {"output": o, "delay_ms": delay}) if delay else (lambda o: o)
+    runs = 2 * n + 8
+    return {
+        "grade_documents": [wrap({"binary_score": "yes", "confidence": 0.9})] * (8 * runs),
+        "generate": [wrap("An answer from the book. [ch01-03-hello-cargo.html]")] * runs,
+        "grade_answer": [wrap({"grounded": True, "addresses_question": True})] * runs,
+    }
+json.dump(fixture(0), open(f"{w}/fixture-instant.json", "w"))
+json.dump(fixture(50), open(f"{w}/fixture-50ms.json", "w"))
+PY
+
+rate() { sed -n 's/.*(\([0-9.]*\) runs\/s).*/\1/p'; }
+secs() { sed -n 's/.* \([0-9.]*\) s of runs.*/\1/p'; }
+# Warm the BM25 index so no run pays for building it.
+$BIN index rust-docs:book >/dev/null 2>&1 || true
+
+$BIN eval graphs/crag.yaml --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/rec" --record "$W/cassette.jsonl" >/dev/null
+a0=$($BIN eval graphs/crag.yaml --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/a0" --replay "$W/cassette.jsonl" | tail -1)
+cp "$W/fixture-instant.json" "$W/fixture.json"
+a1=$($BIN eval "$W/crag-scripted.yaml" --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/a1" | tail -1)
+cp "$W/fixture-50ms.json" "$W/fixture.json"
+a2=$($BIN eval graphs/crag.yaml --dataset "$DATASET" --variants base,top_k_8 --concurrency 8 --out "$W/a2" | tail -1)
+b=$($BIN eval "$W/crag-scripted.yaml" --dataset "$DATASET" --variants base,lenient_grader --concurrency 32 --out "$W/b" | tail -1)
+
+# Every run of (b) must have taken the 3-latency path, else the bound below is wrong.
+paths=$(python3 -c "import json,sys; print(sorted({' '.join(json.loads(l)['path']) for l in open(sys.argv[1])}))" "$W/b/results.jsonl")
+echo "(b) paths taken: $paths"
+
+pairs=$((2 * N))
+python3 - "$pairs" "$(echo "$a1" | rate)" "$(echo "$a2" | rate)" "$(echo "$b" | secs)" "$(echo "$a0" | rate)" <<'PY'
+import math, sys
+pairs, a1, a2, b_secs, a0 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+print(f"(a0) {pairs} runs, replayed from a cassette:  {a0:.0f} questions/s (bound >= 500 q/s) {'OK' if a0 >= 500 else 'BELOW'}")
+print(f"(a1) {pairs} runs, instant scripted answers: {a1:.0f} questions/s (bound >= 500 q/s) {'OK' if a1 >= 500 else 'BELOW'}")
+print(f"(a2) {pairs} runs, offline provider:         {a2:.0f} questions/s (bound >= 500 q/s) {'OK' if a2 >= 500 else 'BELOW'}")
+conc, lat, seq = 32, 0.050, 3
+waves = math.ceil(pairs / conc)
+bound = pairs / (waves * seq * lat)          # makespan bound: ceil(80/32) waves x 3 x 50 ms
+steady = conc / (seq * lat)                  # without the last partial wave
+got = pairs / b_secs
+print(f"(b) {pairs} runs, 50 ms per LLM call, {seq} sequential calls per run, --concurrency {conc}:")
+print(f"    {got:.1f} q/s in {b_secs:.3f} s; concurrency bound {bound:.1f} q/s ({waves} waves x {seq} x 50 ms = {waves*seq*lat:.2f} s; "
+      f"steady-state {steady:.1f} q/s); {100*got/bound:.1f}% of the bound (target >= 85%) {'OK' if got >= 0.85*bound else 'BELOW'}")
+PY
+echo "(c) $(./target/release/examples/eval_http_bench "$DATASET" 50 32 | tail -1)"

@@ -1,0 +1,195 @@
+//! `ragloop eval SPEC --dataset FILE.jsonl`: every question under every variant, with
+//! reports and CI gates (see `ragloop::eval` and docs/eval.md).
+//!
+//! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, or the spec /
+//! resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
+//! (reports are written in every case where runs happened).
+use ragloop::eval::{run_eval, EvalConfig, EvalError};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `ragloop eval`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 ok, 1 a run failed or a dataset line was skipped (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
+)]
+pub struct EvalArgs {
+    /// The spec file.
+    pub spec: PathBuf,
+    /// Questions, one JSON object per line: id, question, answer, must_contain, sources, kind.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Comma-separated variants to evaluate; `base` is the spec without a variant and
+    /// is only included when listed. Default: base and every variant of the spec.
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Option<Vec<String>>,
+    /// (variant, question) runs at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: u16,
+    /// Output directory: results.jsonl, summary.json, report.md, report.html.
+    /// Default: eval-results/SPEC_STEM.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted eval in --out: completed pairs are skipped.
+    #[arg(long)]
+    pub resume: bool,
+    /// Refuse to run anything when a dataset line is bad.
+    #[arg(long)]
+    pub strict: bool,
+    /// Fail (exit 5) when METRIC is below VALUE, for every variant or VARIANT only (repeatable).
+    #[arg(long = "fail-under", value_name = "[VARIANT:]METRIC=VALUE")]
+    pub fail_under: Vec<String>,
+    /// Fail (exit 5) when METRIC is above VALUE (repeatable).
+    #[arg(long = "fail-over", value_name = "[VARIANT:]METRIC=VALUE")]
+    pub fail_over: Vec<String>,
+    /// Fail (exit 5) when VARIANT is significantly worse than base on must_contain, f1 or recall_final (repeatable).
+    #[arg(long = "fail-if-worse", value_name = "VARIANT")]
+    pub fail_if_worse: Vec<String>,
+    /// Override a model for every variant: NAME=PROVIDER[:MODEL][@BASE_URL] (repeatable).
+    #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL][@BASE_URL]")]
+    pub models: Vec<String>,
+    /// Corpus directory for every retriever, instead of the spec's.
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// Response cache, cassette recording (every exchange of every run) and replay.
+    #[command(flatten)]
+    pub calls: super::calls::CallArgs,
+}
+
+/// Runs `ragloop eval`.
+pub fn run(args: EvalArgs) -> ExitCode {
+    let out = args.out.clone().unwrap_or_else(|| {
+        let stem = args
+            .spec
+            .file_stem()
+            .map_or_else(|| "eval".into(), |s| s.to_string_lossy().into_owned());
+        PathBuf::from("eval-results").join(stem)
+    });
+    // --replay / cache: one set of layers shared by every run. The --record cassette
+    // is opened by the library once every argument has been checked, so a usage error
+    // never truncates it; with --resume it is appended to (a torn last line cut).
+    let mut layers = ragloop::runtime::ResourceOptions::default();
+    let results = out.join(ragloop::eval::files::RESULTS);
+    let inputs = [
+        args.spec.as_path(),
+        args.dataset.as_path(),
+        results.as_path(),
+    ];
+    let record_to = args.calls.record.clone();
+    let mut early = args.calls.clone();
+    early.record = None;
+    if let Err(e) = early.apply(&mut layers, &inputs, args.resume) {
+        eprintln!("ragloop eval: {e}");
+        return ExitCode::from(super::EXIT_USAGE);
+    }
+    if let Some(rec) = &record_to {
+        let same = |other: &std::path::Path| matches!((rec.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        if let Some(p) = inputs
+            .iter()
+            .copied()
+            .chain(args.calls.replay.as_deref())
+            .find(|p| same(p))
+        {
+            eprintln!(
+                "ragloop eval: --record {} would overwrite {}, an input of this eval",
+                rec.display(),
+                p.display()
+            );
+            return ExitCode::from(super::EXIT_USAGE);
+        }
+    }
+    let cfg = EvalConfig {
+        spec: args.spec,
+        dataset: args.dataset,
+        variants: args.variants,
+        concurrency: usize::from(args.concurrency),
+        out,
+        resume: args.resume,
+        strict: args.strict,
+        fail_under: args.fail_under,
+        fail_over: args.fail_over,
+        fail_if_worse: args.fail_if_worse,
+        models: args.models,
+        corpus: args.corpus,
+        progress: std::io::stderr().is_terminal(),
+        calls: ragloop::eval::runner::CallLayers::from_options(&mut layers),
+        record_to,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ragloop eval: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run_eval(&cfg)) {
+        Err(EvalError::Usage(m)) => {
+            eprintln!("ragloop eval: {m}");
+            ExitCode::from(super::EXIT_USAGE)
+        }
+        Err(EvalError::Failed(m)) => {
+            eprint!("{m}");
+            if !m.ends_with('\n') {
+                eprintln!();
+            }
+            eprintln!("ragloop eval: nothing was evaluated");
+            ExitCode::from(1)
+        }
+        Ok(o) => {
+            for w in &o.warnings {
+                eprintln!("ragloop eval: {w}");
+            }
+            let s = &o.summary;
+            for (v, r) in &s.results {
+                let a = &r.overall;
+                let pct = |m: &str| {
+                    a.get(m)
+                        .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
+                };
+                println!(
+                    "{v}: {} run(s), must_contain {}, f1 {}, recall@k first {} final {}, mean iterations {}, failed {}",
+                    a.n,
+                    pct("must_contain"),
+                    pct("f1"),
+                    pct("recall_first"),
+                    pct("recall_final"),
+                    a.get("iterations").map_or("-".into(), |x| format!("{x:.2}")),
+                    a.statuses.get("failed").copied().unwrap_or(0)
+                );
+            }
+            let rate = if o.run_seconds > 0.0 {
+                o.new_rows as f64 / o.run_seconds
+            } else {
+                0.0
+            };
+            println!(
+                "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s); reports in {}",
+                o.new_rows,
+                o.resumed_rows,
+                o.run_seconds,
+                cfg.out.display()
+            );
+            let code = o.exit_code();
+            if o.failed_runs > 0 {
+                eprintln!(
+                    "ragloop eval: {} run(s) failed (see report.md, section Failed runs)",
+                    o.failed_runs
+                );
+            }
+            if !s.dataset_errors.is_empty() {
+                eprintln!(
+                    "ragloop eval: {} dataset line(s) skipped",
+                    s.dataset_errors.len()
+                );
+            }
+            for g in s.gates.iter().filter(|g| !g.passed) {
+                eprintln!("ragloop eval: gate failed: {}: {}", g.gate, g.reason);
+            }
+            ExitCode::from(code)
+        }
+    }
+}

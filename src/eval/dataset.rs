@@ -1,0 +1,226 @@
+//! Eval datasets: JSON lines `{"id", "question", "answer", "must_contain", "sources",
+//! "kind"}` (the schema of `rust-book-qa.jsonl`).
+//!
+//! Field types: `id` a non-empty string (or an integer, kept as its decimal text),
+//! `question` and `answer` strings (`question` non-empty), `must_contain` and
+//! `sources` lists of strings, `kind` a string (`direct`, `paraphrase`, `multi_hop`,
+//! `unanswerable` in the shipped set; any other name is accepted and reported as its
+//! own kind). `unanswerable` is the kind whose questions should be declined.
+//! Unknown keys are ignored. Blank lines are skipped; a UTF-8 byte-order mark is
+//! tolerated.
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The kind whose questions the documents do not answer.
+pub const UNANSWERABLE: &str = "unanswerable";
+
+/// One question of a dataset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// Unique id.
+    pub id: String,
+    /// The question as a user would ask it.
+    pub question: String,
+    /// Short reference answer.
+    pub answer: String,
+    /// Key terms a correct answer mentions (case-insensitive); empty for unanswerable.
+    pub must_contain: Vec<String>,
+    /// Labelled source pages (paths); empty for unanswerable.
+    pub sources: Vec<String>,
+    /// Question kind.
+    pub kind: String,
+    /// 1-based line in the dataset file.
+    #[serde(skip)]
+    pub line: usize,
+}
+
+impl Item {
+    /// Whether the question should be declined (kind `unanswerable`).
+    pub fn unanswerable(&self) -> bool {
+        self.kind == UNANSWERABLE
+    }
+}
+
+/// A dataset line that could not be used.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LineError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// A parsed dataset: the usable items in file order and the bad lines.
+#[derive(Clone, Debug, Default)]
+pub struct Dataset {
+    /// Usable items, in file order.
+    pub items: Vec<Item>,
+    /// Lines that are not JSON, lack a field or have a field of the wrong type.
+    pub errors: Vec<LineError>,
+}
+
+fn string_list(m: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match m.get(key) {
+        None => Err(format!("missing field `{key}`")),
+        Some(Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`{key}[{i}]` must be a string, found {}", type_name(v)))
+            })
+            .collect(),
+        Some(v) => Err(format!(
+            "`{key}` must be a list of strings, found {}",
+            type_name(v)
+        )),
+    }
+}
+
+fn string(m: &Map<String, Value>, key: &str) -> Result<String, String> {
+    match m.get(key) {
+        None => Err(format!("missing field `{key}`")),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(v) => Err(format!("`{key}` must be a string, found {}", type_name(v))),
+    }
+}
+
+/// The JSON type of a value, for messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parses one line (without its newline) into an item.
+///
+/// # Errors
+/// What is wrong with the line (not JSON, not an object, a missing field, a field of
+/// the wrong type, an empty id or question).
+pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(m) = v else {
+        return Err(format!("expected a JSON object, found {}", type_name(&v)));
+    };
+    let id = match m.get("id") {
+        None => return Err("missing field `id`".into()),
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(_)) => return Err("`id` is empty".into()),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
+        Some(v) => return Err(format!("`id` must be a string, found {}", type_name(v))),
+    };
+    let question = string(&m, "question")?;
+    if question.trim().is_empty() {
+        return Err(format!("`{id}`: the question is empty"));
+    }
+    Ok(Item {
+        answer: string(&m, "answer").map_err(|e| format!("`{id}`: {e}"))?,
+        must_contain: string_list(&m, "must_contain").map_err(|e| format!("`{id}`: {e}"))?,
+        sources: string_list(&m, "sources").map_err(|e| format!("`{id}`: {e}"))?,
+        kind: string(&m, "kind").map_err(|e| format!("`{id}`: {e}"))?,
+        id,
+        question,
+        line: lineno,
+    })
+}
+
+/// Parses a whole dataset text. Bad lines are collected in [`Dataset::errors`]; the
+/// other lines are kept.
+///
+/// # Errors
+/// Duplicate ids (every duplicate, with both line numbers), or a text without any
+/// line at all: the dataset cannot be evaluated.
+pub fn parse(text: &str) -> Result<Dataset, String> {
+    let mut ds = Dataset::default();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut dups = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let lineno = n + 1;
+        let line = line.trim_start_matches('\u{feff}');
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line, lineno) {
+            Ok(item) => {
+                if let Some(first) = seen.get(&item.id) {
+                    dups.push(format!(
+                        "line {lineno}: duplicate id `{}` (first on line {first})",
+                        item.id
+                    ));
+                    continue;
+                }
+                seen.insert(item.id.clone(), lineno);
+                ds.items.push(item);
+            }
+            Err(message) => ds.errors.push(LineError {
+                line: lineno,
+                message,
+            }),
+        }
+    }
+    if !dups.is_empty() {
+        return Err(dups.join("; "));
+    }
+    if ds.items.is_empty() && ds.errors.is_empty() {
+        return Err("the dataset has no question".into());
+    }
+    Ok(ds)
+}
+
+/// Reads and parses a dataset file.
+///
+/// # Errors
+/// The file cannot be read or is not UTF-8, or [`parse`] fails; messages name the
+/// file.
+pub fn load(path: &Path) -> Result<Dataset, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{} is not UTF-8 (byte offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"id": "a", "question": "q?", "answer": "x", "must_contain": ["x"], "sources": ["book/a.html"], "kind": "direct"}"#;
+
+    #[test]
+    fn bad_lines_keep_their_numbers_and_the_rest_runs() {
+        let text = format!(
+            "{GOOD}\n\nnot json\n{{\"id\": \"b\", \"question\": \"q\"}}\n{{\"id\": \"c\", \"question\": \"q\", \"answer\": \"\", \"must_contain\": \"x\", \"sources\": [], \"kind\": \"direct\"}}\n"
+        );
+        let ds = parse(&text).unwrap();
+        assert_eq!(ds.items.len(), 1);
+        assert_eq!(ds.items[0].line, 1);
+        let lines: Vec<usize> = ds.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![3, 4, 5]);
+        assert!(ds.errors[0].message.starts_with("not JSON"));
+        assert!(ds.errors[1].message.contains("missing field `answer`"));
+        assert!(ds.errors[2]
+            .message
+            .contains("`must_contain` must be a list of strings, found a string"));
+    }
+
+    #[test]
+    fn duplicate_ids_are_an_error() {
+        let e = parse(&format!("{GOOD}\n{GOOD}\n")).unwrap_err();
+        assert!(
+            e.contains("line 2: duplicate id `a` (first on line 1)"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! CI gates: bounds on variant metrics and "no significant regression against base".
+//!
+//! - `--fail-under [VARIANT:]METRIC=VALUE`: fails when the metric (overall aggregate,
+//!   see [`super::summary::Aggregate::get`]) is below VALUE for VARIANT, or for any
+//!   evaluated variant when no VARIANT is given. A metric without a value (no
+//!   question it applies to) fails too.
+//! - `--fail-over [VARIANT:]METRIC=VALUE`: the same with "above" (for latency, cost,
+//!   `failed`, `loop_bound`...).
+//! - `--fail-if-worse VARIANT`: fails when VARIANT is significantly worse than `base`
+//!   (verdict `worse`, α = 0.05) on a primary metric: `must_contain` (McNemar),
+//!   `f1` and `recall_final` (bootstrap CI of the paired difference).
+use super::metrics::METRICS;
+use super::runner::BASE;
+use super::summary::{gate_metric_names, GateOutcome, Summary};
+
+/// A parsed gate.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gate {
+    /// Metric at least (`under`) or at most (`over`) a bound.
+    Bound {
+        /// Text as given.
+        text: String,
+        /// Restrict to one variant.
+        variant: Option<String>,
+        /// Metric name.
+        metric: String,
+        /// The bound.
+        value: f64,
+        /// `true` for `--fail-over`.
+        over: bool,
+    },
+    /// No significant regression of this variant against `base`.
+    NotWorse(String),
+}
+
+/// Parses `[VARIANT:]METRIC=VALUE` (`over`: for `--fail-over`) and checks the names
+/// against the evaluated variants.
+///
+/// # Errors
+/// A usage message naming the flag and what is wrong.
+pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, String> {
+    let flag = if over { "--fail-over" } else { "--fail-under" };
+    let (lhs, v) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("`{flag} {arg}`: expected [VARIANT:]METRIC=VALUE"))?;
+    let (variant, metric) = match lhs.split_once(':') {
+        Some((v, m)) => (Some(v.trim().to_string()), m.trim()),
+        None => (None, lhs.trim()),
+    };
+    let names = gate_metric_names();
+    if !names.contains(&metric) {
+        return Err(format!(
+            "`{flag} {arg}`: unknown metric `{metric}` (metrics: {})",
+            names.join(", ")
+        ));
+    }
+    if let Some(var) = &variant {
+        if !variants.contains(var) {
+            return Err(format!(
+                "`{flag} {arg}`: variant `{var}` is not evaluated (variants: {})",
+                variants.join(", ")
+            ));
+        }
+    }
+    let value: f64 = v
+        .trim()
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite())
+        .ok_or_else(|| format!("`{flag} {arg}`: `{}` is not a number", v.trim()))?;
+    Ok(Gate::Bound {
+        text: format!("{flag} {arg}"),
+        variant,
+        metric: metric.to_string(),
+        value,
+        over,
+    })
+}
+
+/// Checks `--fail-if-worse VARIANT`: the variant and `base` must both be evaluated.
+///
+/// # Errors
+/// A usage message.
+pub fn parse_not_worse(variant: &str, variants: &[String]) -> Result<Gate, String> {
+    if variant == BASE {
+        return Err("--fail-if-worse base: name a variant to compare with base".into());
+    }
+    if !variants.iter().any(|v| v == BASE) {
+        return Err(format!(
+            "--fail-if-worse {variant}: `base` is not evaluated (add it to --variants)"
+        ));
+    }
+    if !variants.iter().any(|v| v == variant) {
+        return Err(format!(
+            "--fail-if-worse {variant}: variant `{variant}` is not evaluated (variants: {})",
+            variants.join(", ")
+        ));
+    }
+    Ok(Gate::NotWorse(variant.to_string()))
+}
+
+fn fmt(x: f64) -> String {
+    format!("{x:.4}")
+        .trim_end_matches('0')
+        .trim_end_matches('.')
+        .to_string()
+}
+
+/// Evaluates gates against a summary.
+pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
+    gates
+        .iter()
+        .map(|g| match g {
+            Gate::Bound {
+                text,
+                variant,
+                metric,
+                value,
+                over,
+            } => {
+                let mut failures = Vec::new();
+                let mut values = Vec::new();
+                for (name, res) in &summary.results {
+                    if variant.as_ref().is_some_and(|v| v != name) {
+                        continue;
+                    }
+                    match res.overall.get(metric) {
+                        None => failures.push(format!("{name}: {metric} has no value")),
+                        Some(x) if (*over && x > *value) || (!*over && x < *value) => failures.push(
+                            format!(
+                                "{name}: {metric} = {} {} {}",
+                                fmt(x),
+                                if *over { ">" } else { "<" },
+                                fmt(*value)
+                            ),
+                        ),
+                        Some(x) => values.push(format!("{name}: {}", fmt(x))),
+                    }
+                }
+                GateOutcome {
+                    gate: text.clone(),
+                    passed: failures.is_empty(),
+                    reason: if failures.is_empty() {
+                        format!("{metric} ok ({})", values.join(", "))
+                    } else {
+                        failures.join("; ")
+                    },
+                }
+            }
+            Gate::NotWorse(v) => {
+                let cmp = summary.comparisons.iter().find(|c| {
+                    (c.a == BASE && c.b == *v) || (c.b == BASE && c.a == *v)
+                });
+                let mut worse = Vec::new();
+                if let Some(c) = cmp {
+                    // Verdicts describe `b`; flip them when the variant is `a`.
+                    let variant_is_b = c.b == *v;
+                    for m in &c.metrics {
+                        let primary = METRICS.iter().any(|d| d.name == m.metric && d.primary);
+                        let bad = if variant_is_b { "worse" } else { "better" };
+                        if primary && m.verdict == bad {
+                            let diff = m.diff.unwrap_or(0.0) * if variant_is_b { 1.0 } else { -1.0 };
+                            let detail = match (&m.mcnemar, m.ci) {
+                                (Some(t), _) => format!("McNemar p = {:.4}", t.p),
+                                (None, Some([lo, hi])) if variant_is_b => {
+                                    format!("95% CI [{}, {}]", fmt(lo), fmt(hi))
+                                }
+                                (None, Some([lo, hi])) => {
+                                    format!("95% CI [{}, {}]", fmt(-hi), fmt(-lo))
+                                }
+                                _ => String::new(),
+                            };
+                            worse.push(format!("{} {} ({detail})", m.metric, fmt(diff)));
+                        }
+                    }
+                }
+                GateOutcome {
+                    gate: format!("--fail-if-worse {v}"),
+                    passed: worse.is_empty(),
+                    reason: if worse.is_empty() {
+                        format!("{v} is not significantly worse than base on must_contain, f1, recall_final")
+                    } else {
+                        format!("{v} is significantly worse than base: {}", worse.join(", "))
+                    },
+                }
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,317 @@
+//! `ragloop eval`: every question of a dataset under every variant of a spec, with
+//! per-question rows, aggregate metrics, paired comparisons, reports and CI gates.
+//!
+//! One module per concept:
+//! - [`dataset`]: the JSON-lines question set (bad lines kept with their numbers);
+//! - [`runner`]: variants resolved, opened and run concurrently on tokio;
+//! - [`store`]: results.jsonl rows, append + flush, resume after a kill;
+//! - [`metrics`]: per-question metrics and their definitions;
+//! - [`stats`]: percentiles, bootstrap CIs, McNemar's test;
+//! - [`summary`]: aggregates and comparisons (summary.json);
+//! - [`report_md`], [`report_html`] (with [`svg`]): the reports;
+//! - [`gates`]: `--fail-under`, `--fail-over`, `--fail-if-worse`.
+//!
+//! [`run_eval`] does it all; the CLI only parses flags and maps [`EvalError`] and
+//! [`Outcome`] to exit codes.
+pub mod dataset;
+pub mod gates;
+pub mod metrics;
+pub mod report_html;
+pub mod report_md;
+pub mod runner;
+pub mod stats;
+pub mod store;
+pub mod summary;
+pub mod svg;
+
+use crate::runtime::{LoadError, Status};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// Exit status of `ragloop eval` when a gate fails (distinct from `run`'s 0–4).
+pub const EXIT_GATE: u8 = 5;
+
+/// Everything `ragloop eval` needs.
+#[derive(Clone, Debug, Default)]
+pub struct EvalConfig {
+    /// The spec file.
+    pub spec: PathBuf,
+    /// The dataset (JSON lines).
+    pub dataset: PathBuf,
+    /// `--variants`; `None` = `base` and every variant of the spec.
+    pub variants: Option<Vec<String>>,
+    /// Pairs running at once (at least 1).
+    pub concurrency: usize,
+    /// Output directory (created).
+    pub out: PathBuf,
+    /// Skip pairs already in `out/results.jsonl`.
+    pub resume: bool,
+    /// Refuse to run when a dataset line is bad.
+    pub strict: bool,
+    /// `--fail-under` arguments.
+    pub fail_under: Vec<String>,
+    /// `--fail-over` arguments.
+    pub fail_over: Vec<String>,
+    /// `--fail-if-worse` variants.
+    pub fail_if_worse: Vec<String>,
+    /// `--model` overrides, for every variant.
+    pub models: Vec<String>,
+    /// `--corpus` for every retriever.
+    pub corpus: Option<PathBuf>,
+    /// Show a progress bar (only drawn on a terminal).
+    pub progress: bool,
+    /// Response cache, cassette recording and replay, shared by every run
+    /// (`--no-cache`, `--record FILE`, `--replay FILE`).
+    pub calls: runner::CallLayers,
+    /// `--record FILE`: opened (created, or appended to with `resume`) after every
+    /// argument is checked, so a usage error leaves an existing cassette untouched;
+    /// ignored when `calls.record` is already set.
+    pub record_to: Option<PathBuf>,
+}
+
+/// Why an eval did not produce reports.
+#[derive(Debug)]
+pub enum EvalError {
+    /// Bad arguments or input, found before anything ran (exit 2).
+    Usage(String),
+    /// The spec does not validate, resources cannot be opened, or the results cannot
+    /// be written (exit 1). Rendered diagnostics may span several lines.
+    Failed(String),
+}
+
+impl std::fmt::Display for EvalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EvalError::Usage(s) | EvalError::Failed(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<LoadError> for EvalError {
+    fn from(e: LoadError) -> Self {
+        match e {
+            LoadError::Usage(m) => EvalError::Usage(m),
+            LoadError::Invalid(m) | LoadError::Compile(m) => EvalError::Failed(m),
+        }
+    }
+}
+
+/// What a finished eval produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The summary (also in summary.json).
+    pub summary: summary::Summary,
+    /// Rows of this invocation (resumed rows excluded).
+    pub new_rows: usize,
+    /// Rows taken over from an earlier invocation.
+    pub resumed_rows: usize,
+    /// Wall time of the runs of this invocation (preparation and reports excluded),
+    /// seconds.
+    pub run_seconds: f64,
+    /// Failed runs among all rows of the selected variants.
+    pub failed_runs: usize,
+    /// Warnings to show (a torn line dropped, bad dataset lines).
+    pub warnings: Vec<String>,
+}
+
+impl Outcome {
+    /// Exit status: 1 when a dataset line was skipped or a run failed, else
+    /// [`EXIT_GATE`] when a gate failed, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.failed_runs > 0 || !self.summary.dataset_errors.is_empty() {
+            1
+        } else if self.summary.gates.iter().any(|g| !g.passed) {
+            EXIT_GATE
+        } else {
+            0
+        }
+    }
+}
+
+/// The files of an output directory.
+pub mod files {
+    /// Rows.
+    pub const RESULTS: &str = "results.jsonl";
+    /// Aggregates and comparisons.
+    pub const SUMMARY: &str = "summary.json";
+    /// Markdown report.
+    pub const REPORT_MD: &str = "report.md";
+    /// HTML report.
+    pub const REPORT_HTML: &str = "report.html";
+}
+
+/// Writes summary.json, report.md and report.html into `dir` (each written to a
+/// temporary file then renamed, so a reader never sees half a report).
+///
+/// # Errors
+/// A message naming the file.
+pub fn write_reports(dir: &Path, s: &summary::Summary, rows: &[store::Row]) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+    for (name, text) in [
+        (files::SUMMARY, json + "\n"),
+        (files::REPORT_MD, report_md::render(s, rows)),
+        (files::REPORT_HTML, report_html::render(s, rows)),
+    ] {
+        let path = dir.join(name);
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs a whole eval: checks every argument, runs the missing pairs, writes the
+/// reports, evaluates the gates.
+///
+/// # Errors
+/// [`EvalError::Usage`] before anything runs (unreadable dataset, duplicate ids,
+/// bad lines with `strict`, unknown variant, bad gate, existing results without
+/// `resume`); [`EvalError::Failed`] for a spec that does not load, resources that
+/// cannot be opened, results that cannot be written.
+pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
+    let ds = dataset::load(&cfg.dataset).map_err(EvalError::Usage)?;
+    let mut warnings: Vec<String> = ds
+        .errors
+        .iter()
+        .map(|e| format!("{}:{}: {}", cfg.dataset.display(), e.line, e.message))
+        .collect();
+    if cfg.strict && !ds.errors.is_empty() {
+        return Err(EvalError::Usage(format!(
+            "{}\n{} bad dataset line(s) and --strict: nothing was run",
+            warnings.join("\n"),
+            ds.errors.len()
+        )));
+    }
+    if ds.items.is_empty() {
+        return Err(EvalError::Usage(format!(
+            "{}\n{}: no usable question",
+            warnings.join("\n"),
+            cfg.dataset.display()
+        )));
+    }
+    let variants = runner::resolve_variants(&cfg.spec, cfg.variants.as_deref())?;
+    let mut gate_list = Vec::new();
+    for g in &cfg.fail_under {
+        gate_list.push(gates::parse_bound(g, false, &variants).map_err(EvalError::Usage)?);
+    }
+    for g in &cfg.fail_over {
+        gate_list.push(gates::parse_bound(g, true, &variants).map_err(EvalError::Usage)?);
+    }
+    for v in &cfg.fail_if_worse {
+        gate_list.push(gates::parse_not_worse(v, &variants).map_err(EvalError::Usage)?);
+    }
+    if cfg.out.exists() && !cfg.out.is_dir() {
+        return Err(EvalError::Usage(format!(
+            "--out {}: not a directory",
+            cfg.out.display()
+        )));
+    }
+    let results_path = cfg.out.join(files::RESULTS);
+    if !cfg.resume && store::non_empty(&results_path) {
+        return Err(EvalError::Usage(format!(
+            "{} already holds results: pass --resume to continue that eval, or choose another --out",
+            results_path.display()
+        )));
+    }
+    let mut popts = runner::PrepareOptions {
+        models: cfg.models.clone(),
+        corpus: cfg.corpus.clone(),
+        progress: cfg.progress,
+        calls: cfg.calls.clone(),
+    };
+    let programs = runner::load(&cfg.spec, &variants, &popts)?;
+    // Every usage check is done: only now may --record create (truncate) its file.
+    if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
+        let w = if cfg.resume {
+            crate::providers::cassette::CassetteWriter::append(path)
+        } else {
+            crate::providers::cassette::CassetteWriter::create(path)
+        }
+        .map_err(|e| EvalError::Usage(format!("--record: {e}")))?;
+        popts.calls.record = Some(std::sync::Arc::new(w));
+    }
+    let prepared = runner::open(programs, &popts)?;
+    std::fs::create_dir_all(&cfg.out)
+        .map_err(|e| EvalError::Failed(format!("cannot create {}: {e}", cfg.out.display())))?;
+    let existing = if cfg.resume {
+        store::read_for_resume(&results_path).map_err(EvalError::Failed)?
+    } else {
+        store::Existing::default()
+    };
+    if let Some(n) = existing.torn_bytes {
+        warnings.push(format!(
+            "{}: dropped a torn last line ({n} bytes) left by an interrupted eval",
+            results_path.display()
+        ));
+    }
+    let mut writer = store::Writer::open(&results_path, !cfg.resume).map_err(EvalError::Failed)?;
+    let ids: HashSet<&str> = ds.items.iter().map(|i| i.id.as_str()).collect();
+    let done: HashSet<(String, String)> = existing
+        .rows
+        .iter()
+        .filter(|r| ids.contains(r.id.as_str()))
+        .map(|r| (r.variant.clone(), r.id.clone()))
+        .collect();
+    let resumed_rows = done.iter().filter(|(v, _)| variants.contains(v)).count();
+    let todo = variants.len() * ds.items.len() - resumed_rows;
+    let bar = if cfg.progress {
+        let b = indicatif::ProgressBar::new(todo as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} eval [{bar:30}] {pos}/{len} runs {per_sec} eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut failed_now = 0usize;
+    let started = std::time::Instant::now();
+    let new = runner::execute(
+        &prepared,
+        &ds.items,
+        &done,
+        cfg.concurrency,
+        &mut writer,
+        |row| {
+            if row.status == Status::Failed {
+                failed_now += 1;
+                bar.set_message(format!("{failed_now} failed"));
+            }
+            bar.inc(1);
+        },
+    )
+    .await;
+    let run_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let new = new.map_err(EvalError::Failed)?;
+    let new_rows = new.len();
+    let mut rows = existing.rows;
+    rows.extend(new);
+    let rows: Vec<store::Row> = rows
+        .into_iter()
+        .filter(|r| variants.contains(&r.variant) && ids.contains(r.id.as_str()))
+        .collect();
+    let failed_runs = rows.iter().filter(|r| r.status == Status::Failed).count();
+    let mut summary = summary::summarize(
+        &cfg.spec.display().to_string(),
+        &cfg.dataset.display().to_string(),
+        &ds.items,
+        &ds.errors,
+        &variants,
+        &rows,
+    );
+    summary.gates = gates::check(&gate_list, &summary);
+    write_reports(&cfg.out, &summary, &rows).map_err(EvalError::Failed)?;
+    Ok(Outcome {
+        summary,
+        new_rows,
+        resumed_rows,
+        run_seconds,
+        failed_runs,
+        warnings,
+    })
+}

@@ -1,0 +1,331 @@
+//! report.md: the summary as Markdown tables.
+use super::metrics::{metric, Kind};
+use super::store::Row;
+use super::summary::{Aggregate, Summary};
+use std::fmt::Write;
+
+/// Formats an optional metric value: rates and shares as percentages, other values
+/// with 2 decimals (`-` when absent).
+pub(super) fn show(name: &str, v: Option<f64>) -> String {
+    let Some(x) = v else { return "-".into() };
+    if name == "recall_gain" {
+        show_diff(name, v)
+    } else if is_share(name) {
+        format!("{:.1}%", 100.0 * x)
+    } else if name == "cost_usd" {
+        format!("{x:.4}")
+    } else if name.starts_with("latency") {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// Whether a metric is a 0..1 share shown as a percentage.
+pub(super) fn is_share(name: &str) -> bool {
+    metric(name).is_some_and(|d| {
+        d.kind == Kind::Binary
+            || matches!(
+                d.name,
+                "must_contain_terms"
+                    | "f1"
+                    | "recall_first"
+                    | "recall_final"
+                    | "recall_gain"
+                    | "precision_first"
+                    | "precision_final"
+            )
+    })
+}
+
+/// Formats a signed difference (percentage points for shares).
+pub(super) fn show_diff(name: &str, v: Option<f64>) -> String {
+    let Some(x) = v else { return "-".into() };
+    if is_share(name) {
+        format!("{:+.1} pp", 100.0 * x)
+    } else {
+        format!("{x:+.2}")
+    }
+}
+
+/// Formats a CI.
+pub(super) fn show_ci(name: &str, ci: Option<[f64; 2]>) -> String {
+    match ci {
+        None => "-".into(),
+        Some([lo, hi]) if is_share(name) => format!("[{:+.1}, {:+.1}] pp", 100.0 * lo, 100.0 * hi),
+        Some([lo, hi]) => format!("[{lo:+.2}, {hi:+.2}]"),
+    }
+}
+
+fn cell(a: &Aggregate, name: &str) -> String {
+    let v = a.metrics.get(name);
+    match v {
+        Some(m) if m.n > 0 => show(name, m.value),
+        _ => "-".into(),
+    }
+}
+
+/// Columns of the quality table.
+pub(super) const QUALITY: &[&str] = &[
+    "must_contain",
+    "must_contain_terms",
+    "f1",
+    "recall_first",
+    "recall_final",
+    "recall_gain",
+    "precision_first",
+    "precision_final",
+    "declined_unanswerable",
+    "declined_answerable",
+];
+
+/// Columns of the loop and cost table.
+pub(super) const LOOP: &[&str] = &[
+    "iterations",
+    "loop_bound",
+    "fallback",
+    "failed",
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+];
+
+fn table(out: &mut String, head: &[String], rows: &[Vec<String>]) {
+    let _ = writeln!(out, "| {} |", head.join(" | "));
+    let _ = writeln!(
+        out,
+        "|{}",
+        head.iter()
+            .enumerate()
+            .map(|(i, _)| if i == 0 { " --- |" } else { " ---: |" })
+            .collect::<String>()
+    );
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .map(|c| c.replace('|', "\\|").replace('\n', " "))
+            .collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
+}
+
+fn heads(first: &str, cols: &[&str]) -> Vec<String> {
+    std::iter::once(first.to_string())
+        .chain(std::iter::once("n".to_string()))
+        .chain(cols.iter().map(|c| c.to_string()))
+        .collect()
+}
+
+/// Renders report.md.
+pub fn render(s: &Summary, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# ragloop eval: {}\n", s.spec);
+    let _ = writeln!(
+        out,
+        "Dataset `{}`: {} question(s){}; variants: {}.\n",
+        s.dataset,
+        s.questions,
+        if s.dataset_errors.is_empty() {
+            String::new()
+        } else {
+            format!(", {} bad line(s) skipped", s.dataset_errors.len())
+        },
+        s.variants.join(", ")
+    );
+    let _ = writeln!(out, "## Answer and retrieval quality\n");
+    let mut rows_q = Vec::new();
+    let mut rows_l = Vec::new();
+    for (v, r) in &s.results {
+        let a = &r.overall;
+        let mut q = vec![v.clone(), a.n.to_string()];
+        q.extend(QUALITY.iter().map(|m| cell(a, m)));
+        rows_q.push(q);
+        let mut l = vec![v.clone(), a.n.to_string()];
+        l.extend(LOOP.iter().map(|m| cell(a, m)));
+        l.push(show("latency_p50_ms", a.latency_ms.p50));
+        l.push(show("latency_p95_ms", a.latency_ms.p95));
+        l.push(show("latency_p99_ms", a.latency_ms.p99));
+        rows_l.push(l);
+    }
+    table(&mut out, &heads("variant", QUALITY), &rows_q);
+    let _ = writeln!(
+        out,
+        "## Loop, usage and latency (per question; latency in ms)\n"
+    );
+    let mut h = heads("variant", LOOP);
+    h.extend(["p50".to_string(), "p95".to_string(), "p99".to_string()]);
+    table(&mut out, &h, &rows_l);
+
+    let _ = writeln!(
+        out,
+        "## Retrieval per iteration (labelled questions that reached the pass)\n"
+    );
+    let mut it_rows = Vec::new();
+    for (v, r) in &s.results {
+        for p in &r.overall.per_iteration {
+            it_rows.push(vec![
+                v.clone(),
+                p.iteration.to_string(),
+                p.n.to_string(),
+                show("recall_first", Some(p.recall)),
+                show("precision_first", Some(p.precision)),
+            ]);
+        }
+    }
+    table(
+        &mut out,
+        &["variant", "iteration", "n", "recall@k", "context precision"].map(String::from),
+        &it_rows,
+    );
+
+    let _ = writeln!(out, "## By question kind\n");
+    let kind_cols = [
+        "must_contain",
+        "f1",
+        "recall_first",
+        "recall_final",
+        "iterations",
+        "fallback",
+        "declined_unanswerable",
+        "declined_answerable",
+    ];
+    let mut k_rows = Vec::new();
+    for (v, r) in &s.results {
+        for (k, a) in &r.by_kind {
+            let mut row = vec![format!("{v} / {k}"), a.n.to_string()];
+            row.extend(kind_cols.iter().map(|m| cell(a, m)));
+            k_rows.push(row);
+        }
+    }
+    table(&mut out, &heads("variant / kind", &kind_cols), &k_rows);
+
+    let _ = writeln!(out, "## Iterations histogram\n");
+    let max_it = s
+        .results
+        .values()
+        .flat_map(|r| r.overall.iterations_histogram.iter().map(|(i, _)| *i))
+        .max()
+        .unwrap_or(0);
+    let mut head = vec!["variant".to_string()];
+    head.extend((0..=max_it).map(|i| format!("{i} iter.")));
+    let hist_rows: Vec<Vec<String>> = s
+        .results
+        .iter()
+        .map(|(v, r)| {
+            let mut row = vec![v.clone()];
+            row.extend((0..=max_it).map(|i| {
+                r.overall
+                    .iterations_histogram
+                    .iter()
+                    .find(|(k, _)| *k == i)
+                    .map_or(0, |(_, n)| *n)
+                    .to_string()
+            }));
+            row
+        })
+        .collect();
+    table(&mut out, &head, &hist_rows);
+
+    if !s.comparisons.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05.\n",
+            super::stats::RESAMPLES
+        );
+        for c in &s.comparisons {
+            let _ = writeln!(out, "### {} (b) vs {} (a)\n", c.b, c.a);
+            let rows: Vec<Vec<String>> = c
+                .metrics
+                .iter()
+                .map(|m| {
+                    vec![
+                        m.metric.clone(),
+                        m.n.to_string(),
+                        show(&m.metric, m.mean_a),
+                        show(&m.metric, m.mean_b),
+                        show_diff(&m.metric, m.diff),
+                        show_ci(&m.metric, m.ci),
+                        m.mcnemar.map_or("-".into(), |t| {
+                            format!(
+                                "{:.4} (b={}, c={}{})",
+                                t.p,
+                                t.b,
+                                t.c,
+                                if t.exact { ", exact" } else { "" }
+                            )
+                        }),
+                        m.verdict.clone(),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &[
+                    "metric",
+                    "n",
+                    "a",
+                    "b",
+                    "b − a",
+                    "95% CI",
+                    "McNemar p",
+                    "verdict",
+                ]
+                .map(String::from),
+                &rows,
+            );
+        }
+    }
+    let failed: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.status == crate::runtime::Status::Failed)
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "## Failed runs ({})\n", failed.len());
+        let rows: Vec<Vec<String>> = failed
+            .iter()
+            .map(|r| {
+                vec![
+                    r.variant.clone(),
+                    r.id.clone(),
+                    r.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &["variant", "id", "error"].map(String::from),
+            &rows,
+        );
+    }
+    if !s.dataset_errors.is_empty() {
+        let _ = writeln!(out, "## Dataset lines skipped\n");
+        let rows: Vec<Vec<String>> = s
+            .dataset_errors
+            .iter()
+            .map(|e| vec![format!("{}:{}", s.dataset, e.line), e.message.clone()])
+            .collect();
+        table(&mut out, &["line", "problem"].map(String::from), &rows);
+    }
+    if !s.gates.is_empty() {
+        let _ = writeln!(out, "## Gates\n");
+        let rows: Vec<Vec<String>> = s
+            .gates
+            .iter()
+            .map(|g| {
+                vec![
+                    g.gate.clone(),
+                    if g.passed { "pass" } else { "FAIL" }.into(),
+                    g.reason.clone(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &["gate", "result", "reason"].map(String::from),
+            &rows,
+        );
+    }
+    out
+}

@@ -1,0 +1,411 @@
+//! Running every (variant, question) pair: programs and resources opened once per
+//! variant, pairs run concurrently on the tokio runtime, each finished pair turned
+//! into a [`Row`] and handed to one writer.
+use super::dataset::Item;
+use super::metrics::row_metrics;
+use super::store::{Row, Usage, Writer};
+use crate::runtime::eval::Compiled;
+use crate::runtime::{
+    load_program, run, LoadError, Observer, Program, ResourceOptions, Resources, RunInput,
+    RunResult, StepRecord,
+};
+use crate::spec::types::Reducer;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The name of the unmodified spec among the variants.
+pub const BASE: &str = "base";
+
+/// One variant ready to run.
+pub struct Prepared {
+    /// `base` or the variant name.
+    pub name: String,
+    /// The compiled program.
+    pub program: Arc<Program>,
+    /// Its resources.
+    pub resources: Arc<Resources>,
+}
+
+/// How to open every variant.
+#[derive(Clone, Debug, Default)]
+pub struct PrepareOptions {
+    /// `--model NAME=PROVIDER[:MODEL]` overrides, applied to every variant.
+    pub models: Vec<String>,
+    /// Corpus directory for every retriever.
+    pub corpus: Option<PathBuf>,
+    /// Draw a progress bar while an index is built.
+    pub progress: bool,
+    /// LLM answer layers shared by every variant and run (see
+    /// [`ResourceOptions`]): the response cache, the cassette every exchange is
+    /// recorded into, the cassette every model answers from.
+    pub calls: CallLayers,
+}
+
+/// The response cache, recording and replay layers of an eval, shared by all runs.
+#[derive(Clone, Debug, Default)]
+pub struct CallLayers {
+    /// Response cache for temperature-0 network models.
+    pub cache: Option<Arc<crate::providers::cache::ResponseCache>>,
+    /// Record every LLM exchange of every run here.
+    pub record: Option<Arc<crate::providers::cassette::CassetteWriter>>,
+    /// Answer every model from this cassette (no key needed).
+    pub replay: Option<Arc<crate::providers::cassette::Cassette>>,
+}
+
+impl CallLayers {
+    /// Takes the layers out of options filled by the CLI's `--record/--replay/--no-cache`.
+    pub fn from_options(opts: &mut ResourceOptions) -> CallLayers {
+        CallLayers {
+            cache: opts.cache.take(),
+            record: opts.record.take(),
+            replay: opts.replay.take(),
+        }
+    }
+}
+
+/// The variant names a spec defines, `base` first.
+///
+/// # Errors
+/// [`LoadError`] when the spec does not load.
+pub fn spec_variants(spec: &Path) -> Result<Vec<String>, LoadError> {
+    let base = load_program(spec, None, &[])?;
+    Ok(std::iter::once(BASE.to_string())
+        .chain(base.loaded.spec.variants.keys().cloned())
+        .collect())
+}
+
+/// Resolves `--variants`: `None` is `base` followed by every variant of the spec;
+/// otherwise the listed names in order (`base` only when listed), duplicates
+/// removed.
+///
+/// # Errors
+/// [`LoadError::Usage`] naming an unknown variant and the known ones;
+/// [`LoadError::Invalid`]/[`LoadError::Compile`] when the spec does not load.
+pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<String>, LoadError> {
+    let known = spec_variants(spec)?;
+    let Some(wanted) = wanted else {
+        return Ok(known);
+    };
+    let mut out: Vec<String> = Vec::new();
+    for w in wanted {
+        let w = w.trim();
+        if w.is_empty() {
+            return Err(LoadError::Usage("--variants: empty variant name".into()));
+        }
+        if !known.iter().any(|k| k == w) {
+            return Err(LoadError::Usage(format!(
+                "--variants: unknown variant `{w}`; {} defines: {}",
+                spec.display(),
+                known.join(", ")
+            )));
+        }
+        if !out.iter().any(|o| o == w) {
+            out.push(w.to_string());
+        }
+    }
+    if out.is_empty() {
+        return Err(LoadError::Usage("--variants: no variant named".into()));
+    }
+    Ok(out)
+}
+
+/// Loads and compiles every variant, checks API keys, then opens the resources of
+/// each ([`load`] then [`open`]).
+///
+/// # Errors
+/// See [`load`] and [`open`].
+pub fn prepare(
+    spec: &Path,
+    variants: &[String],
+    opts: &PrepareOptions,
+) -> Result<Vec<Prepared>, LoadError> {
+    open(load(spec, variants, opts)?, opts)
+}
+
+/// Loads and compiles every variant and checks that every model has its API key.
+///
+/// # Errors
+/// [`LoadError`] for a spec or variant that does not load; a missing API key is
+/// [`LoadError::Usage`] (every model at once; none with a replayed cassette).
+pub fn load(
+    spec: &Path,
+    variants: &[String],
+    opts: &PrepareOptions,
+) -> Result<Vec<(String, Program)>, LoadError> {
+    let programs = variants
+        .iter()
+        .map(|name| {
+            let v = (name != BASE).then_some(name.as_str());
+            load_program(spec, v, &opts.models).map(|p| (name.clone(), p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut missing: Vec<String> = Vec::new();
+    // With a replayed cassette every model answers from it: no key is needed.
+    let check_keys = opts.calls.replay.is_none();
+    for (_, p) in programs.iter().filter(|_| check_keys) {
+        for m in crate::providers::registry::missing_keys(&p.loaded.spec.models) {
+            if !missing.contains(&m) {
+                missing.push(m);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(LoadError::Usage(missing.join("\n")));
+    }
+    Ok(programs)
+}
+
+/// Opens the resources of loaded variants with the layers of `opts`.
+///
+/// # Errors
+/// [`LoadError::Compile`] naming the variant and the resource at fault.
+pub fn open(
+    programs: Vec<(String, Program)>,
+    opts: &PrepareOptions,
+) -> Result<Vec<Prepared>, LoadError> {
+    programs
+        .into_iter()
+        .map(|(name, program)| {
+            let res = Resources::prepare(
+                &program,
+                ResourceOptions {
+                    corpus: opts.corpus.clone(),
+                    progress: opts.progress,
+                    cache: opts.calls.cache.clone(),
+                    record: opts.calls.record.clone(),
+                    replay: opts.calls.replay.clone(),
+                    ..ResourceOptions::default()
+                },
+            )
+            .map_err(|e| LoadError::Compile(format!("variant `{name}`: {e}")))?;
+            Ok(Prepared {
+                name,
+                program: Arc::new(program),
+                resources: Arc::new(res),
+            })
+        })
+        .collect()
+}
+
+/// Which state field a retrieve node writes its documents to, and how.
+type Targets = Arc<HashMap<String, Target>>;
+
+#[derive(Clone, Debug)]
+struct Target {
+    field: String,
+    append: bool,
+}
+
+fn retrieval_targets(program: &Program) -> HashMap<String, Target> {
+    let mut out = HashMap::new();
+    for n in program.nodes.iter().filter(|n| n.kind == "retrieve") {
+        let mut best: Option<Target> = None;
+        for (field, reducer, value) in &n.update {
+            if matches!(value, Compiled::Name(x) if &**x == "output") {
+                let t = Target {
+                    field: field.clone(),
+                    append: *reducer == Reducer::Append,
+                };
+                if !t.append {
+                    best = Some(t);
+                    break;
+                }
+                best.get_or_insert(t);
+            }
+        }
+        if let Some(t) = best {
+            out.insert(n.name.clone(), t);
+        }
+    }
+    out
+}
+
+fn doc_source(d: &Value) -> String {
+    d.pointer("/metadata/source")
+        .and_then(Value::as_str)
+        .or_else(|| d.get("id").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Collects, for each execution of a `retrieve` node, the sources of the documents
+/// it returned: the field its `update` sets to `output` (replace reducer preferred;
+/// with `append`, the elements added by this step). A retrieve node that does not
+/// store its output verbatim records an empty pass.
+struct Capture {
+    targets: Arc<HashMap<String, Target>>,
+    lengths: HashMap<String, usize>,
+    passes: Vec<Vec<String>>,
+}
+
+impl Observer for Capture {
+    fn step(&mut self, r: &StepRecord) {
+        let target = (r.kind == "retrieve" && r.error.is_none())
+            .then(|| self.targets.get(&r.node))
+            .flatten();
+        if r.kind == "retrieve" && r.error.is_none() {
+            let docs = target
+                .and_then(|t| r.delta.get(&t.field).map(|v| (t, v)))
+                .and_then(|(t, v)| v.as_array().map(|a| (t, a)))
+                .map(|(t, a)| {
+                    let skip = if t.append {
+                        self.lengths
+                            .get(&t.field)
+                            .copied()
+                            .unwrap_or(0)
+                            .min(a.len())
+                    } else {
+                        0
+                    };
+                    a[skip..].iter().map(doc_source).collect()
+                })
+                .unwrap_or_default();
+            self.passes.push(docs);
+        }
+        for (k, v) in &r.delta {
+            if let Some(a) = v.as_array() {
+                self.lengths.insert(k.clone(), a.len());
+            }
+        }
+    }
+    fn finish(&mut self, _: &RunResult) {}
+}
+
+/// Turns a run result into a row (metrics included).
+pub fn make_row(
+    variant: &str,
+    item: &Item,
+    r: &RunResult,
+    retrieved: Vec<Vec<String>>,
+    latency_ms: f64,
+) -> Row {
+    let mut row = Row {
+        variant: variant.to_string(),
+        id: item.id.clone(),
+        kind: item.kind.clone(),
+        status: r.status,
+        answer: r.answer.clone(),
+        sources: r.sources.clone(),
+        path: r.path.clone(),
+        iterations: r.iterations,
+        steps: r.steps,
+        retrieved,
+        usage: Usage {
+            calls: r.usage.calls,
+            input_tokens: r.usage.input_tokens,
+            output_tokens: r.usage.output_tokens,
+            cost_usd: r.usage.cost_usd,
+        },
+        latency_ms,
+        error: r.error.clone(),
+        metrics: Default::default(),
+    };
+    row.metrics = row_metrics(item, &row);
+    row
+}
+
+/// Runs one question under one prepared variant.
+pub async fn run_one(p: &Prepared, item: &Item) -> Row {
+    let targets = Arc::new(retrieval_targets(&p.program));
+    run_with_targets(p, item, targets).await
+}
+
+async fn run_with_targets(p: &Prepared, item: &Item, targets: Arc<HashMap<String, Target>>) -> Row {
+    let mut cap = Capture {
+        targets,
+        lengths: HashMap::new(),
+        passes: Vec::new(),
+    };
+    let input = RunInput {
+        question: Some(item.question.clone()),
+        sets: Vec::new(),
+    };
+    let started = Instant::now();
+    let result = run(&p.program, &p.resources, &input, &mut cap).await;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    make_row(&p.name, item, &result, cap.passes, ms)
+}
+
+/// Runs every pair not in `done` (variant-major order: all questions of the first
+/// variant are started first), at most `concurrency` at a time, appending each row to
+/// `writer` as it finishes and calling `on_row` after it is written. Returns the new
+/// rows in completion order.
+///
+/// A run that panics is recorded as a failed row naming the panic. Stops at the first
+/// write error (the rows written so far stay on disk).
+///
+/// # Errors
+/// The write error.
+pub async fn execute(
+    variants: &[Prepared],
+    items: &[Item],
+    done: &HashSet<(String, String)>,
+    concurrency: usize,
+    writer: &mut Writer,
+    mut on_row: impl FnMut(&Row),
+) -> Result<Vec<Row>, String> {
+    let items: Vec<Arc<Item>> = items.iter().cloned().map(Arc::new).collect();
+    let mut queue = Vec::new();
+    for (vi, v) in variants.iter().enumerate() {
+        for it in &items {
+            if !done.contains(&(v.name.clone(), it.id.clone())) {
+                queue.push((vi, Arc::clone(it)));
+            }
+        }
+    }
+    let shared: Vec<(Arc<Prepared>, Targets)> = variants
+        .iter()
+        .map(|v| {
+            (
+                Arc::new(Prepared {
+                    name: v.name.clone(),
+                    program: Arc::clone(&v.program),
+                    resources: Arc::clone(&v.resources),
+                }),
+                Arc::new(retrieval_targets(&v.program)),
+            )
+        })
+        .collect();
+    let mut pending = queue.into_iter();
+    let mut set = tokio::task::JoinSet::new();
+    let mut meta: HashMap<tokio::task::Id, (usize, Arc<Item>)> = HashMap::new();
+    let concurrency = concurrency.max(1);
+    let mut out = Vec::new();
+    loop {
+        while set.len() < concurrency {
+            let Some((vi, item)) = pending.next() else {
+                break;
+            };
+            let (p, t) = (Arc::clone(&shared[vi].0), Arc::clone(&shared[vi].1));
+            let it = Arc::clone(&item);
+            let h = set.spawn(async move { run_with_targets(&p, &it, t).await });
+            meta.insert(h.id(), (vi, item));
+        }
+        let Some(joined) = set.join_next_with_id().await else {
+            break;
+        };
+        let row = match joined {
+            Ok((id, row)) => {
+                meta.remove(&id);
+                row
+            }
+            Err(e) => {
+                let Some((vi, item)) = meta.remove(&e.id()) else {
+                    continue;
+                };
+                let mut r = RunResult::failed(Some(&variants[vi].name), "the run panicked".into());
+                if e.is_cancelled() {
+                    r.error = Some("the run was cancelled".into());
+                }
+                make_row(&variants[vi].name, &item, &r, Vec::new(), 0.0)
+            }
+        };
+        writer.append(&row)?;
+        on_row(&row);
+        out.push(row);
+    }
+    Ok(out)
+}

@@ -1,0 +1,289 @@
+//! results.jsonl: one row per finished (variant, question) pair, appended and flushed
+//! as each run ends, by a single writer.
+//!
+//! Row schema (one JSON object per line, keys in this order):
+//!
+//! | key | type | meaning |
+//! | --- | --- | --- |
+//! | `variant` | string | `base` or a variant name of the spec |
+//! | `id` | string | question id |
+//! | `kind` | string | question kind |
+//! | `status` | string | generated, exhausted, fallback, limit, failed |
+//! | `answer` | string or null | the answer |
+//! | `sources` | [string] | sources of the output documents |
+//! | `path` | [string] | nodes executed, in order |
+//! | `iterations` | integer | passes through the entry node |
+//! | `steps` | integer | node executions |
+//! | `retrieved` | [[string]] | per retrieval pass (iteration), the `metadata.source` (else id) of each document returned, in rank order |
+//! | `usage` | object | `calls`, `input_tokens`, `output_tokens`, `cost_usd` |
+//! | `latency_ms` | number | wall time of the run |
+//! | `error` | string or null | why the run failed or was limited |
+//! | `metrics` | object | [`RowMetrics`](super::metrics::RowMetrics) |
+//!
+//! Resuming ([`read_for_resume`]) keeps every complete row, drops a torn last line
+//! (an eval killed in the middle of a write) by truncating the file to the last
+//! newline, and refuses a corrupt line elsewhere.
+use super::metrics::RowMetrics;
+use crate::runtime::Status;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// LLM usage of a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// LLM calls (repairs included).
+    pub calls: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
+}
+
+/// One results.jsonl row (see the module docs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// `base` or a variant name.
+    pub variant: String,
+    /// Question id.
+    pub id: String,
+    /// Question kind.
+    pub kind: String,
+    /// Terminal status.
+    pub status: Status,
+    /// The answer.
+    pub answer: Option<String>,
+    /// Output document sources.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// Nodes executed.
+    #[serde(default)]
+    pub path: Vec<String>,
+    /// Passes through the entry node.
+    #[serde(default)]
+    pub iterations: u32,
+    /// Node executions.
+    #[serde(default)]
+    pub steps: u32,
+    /// Per retrieval pass, the documents' sources in rank order.
+    #[serde(default)]
+    pub retrieved: Vec<Vec<String>>,
+    /// LLM usage.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Wall time, ms.
+    #[serde(default)]
+    pub latency_ms: f64,
+    /// Failure or limit reason.
+    pub error: Option<String>,
+    /// Per-question metrics.
+    #[serde(default)]
+    pub metrics: RowMetrics,
+}
+
+/// Rows read back from an existing results.jsonl.
+#[derive(Debug, Default)]
+pub struct Existing {
+    /// Complete rows, first occurrence of each (variant, id) pair, file order.
+    pub rows: Vec<Row>,
+    /// A torn last line was dropped (its length in bytes).
+    pub torn_bytes: Option<usize>,
+    /// Later duplicates of a pair that were ignored.
+    pub duplicates: usize,
+}
+
+/// Whether a results file exists and holds anything but whitespace.
+pub fn non_empty(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.iter().any(|c| !c.is_ascii_whitespace()))
+}
+
+/// Reads a results.jsonl for `--resume`, truncating a torn last line away so that
+/// appending starts on a fresh line. A missing file is an empty result.
+///
+/// # Errors
+/// The file cannot be read or truncated, or a line other than the last is not a row
+/// (`file:line: message`).
+pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::default()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut out = Existing::default();
+    let mut seen = HashSet::new();
+    let mut start = 0usize;
+    let mut lineno = 0usize;
+    while start < bytes.len() {
+        lineno += 1;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|p| start + p);
+        let line = &bytes[start..end.unwrap_or(bytes.len())];
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                if s.trim().is_empty() {
+                    Ok(None)
+                } else {
+                    serde_json::from_str::<Row>(s)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                }
+            });
+        match parsed {
+            Ok(Some(row)) => {
+                if seen.insert((row.variant.clone(), row.id.clone())) {
+                    out.rows.push(row);
+                } else {
+                    out.duplicates += 1;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // Only the last line may be torn (no newline after it, or nothing
+                // but whitespace after it).
+                let rest_blank = end.is_none_or(|e| bytes[e..].iter().all(u8::is_ascii_whitespace));
+                if !rest_blank {
+                    return Err(format!(
+                        "{}:{lineno}: not a result row ({e}); fix or remove the line, or start a new --out directory",
+                        path.display()
+                    ));
+                }
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+                f.set_len(start as u64)
+                    .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+                out.torn_bytes = Some(line.len());
+                return Ok(out);
+            }
+        }
+        match end {
+            Some(e) => start = e + 1,
+            None => {
+                // A complete row without its newline: add it so the next row starts
+                // on its own line.
+                let mut f = OpenOptions::new()
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+                f.write_all(b"\n")
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Appends rows to results.jsonl, one line each, flushed to the OS before
+/// [`Writer::append`] returns.
+pub struct Writer {
+    file: File,
+    path: std::path::PathBuf,
+}
+
+impl Writer {
+    /// Opens `path` for appending (`truncate`: start empty).
+    ///
+    /// # Errors
+    /// A message naming the file.
+    pub fn open(path: &Path, truncate: bool) -> Result<Writer, String> {
+        let mut opts = OpenOptions::new();
+        opts.create(true);
+        if truncate {
+            opts.write(true).truncate(true);
+        } else {
+            opts.append(true);
+        }
+        let mut file = opts
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        if !truncate {
+            let _ = file.seek(SeekFrom::End(0));
+        }
+        Ok(Writer {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes one row as a single `write` of the whole line, then flushes.
+    ///
+    /// # Errors
+    /// A message naming the file.
+    pub fn append(&mut self, row: &Row) -> Result<(), String> {
+        let mut line = serde_json::to_vec(row).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.flush())
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> Row {
+        Row {
+            variant: "base".into(),
+            id: id.into(),
+            kind: "direct".into(),
+            status: Status::Generated,
+            answer: Some("a".into()),
+            sources: vec![],
+            path: vec![],
+            iterations: 1,
+            steps: 1,
+            retrieved: vec![],
+            usage: Usage::default(),
+            latency_ms: 1.0,
+            error: None,
+            metrics: RowMetrics::default(),
+        }
+    }
+
+    #[test]
+    fn torn_last_line_is_dropped_and_appending_continues_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        let mut w = Writer::open(&p, true).unwrap();
+        w.append(&row("a")).unwrap();
+        w.append(&row("b")).unwrap();
+        drop(w);
+        let full = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, &full[..full.len() - 10]).unwrap();
+        let ex = read_for_resume(&p).unwrap();
+        assert_eq!(ex.rows.len(), 1);
+        assert!(ex.torn_bytes.is_some());
+        let mut w = Writer::open(&p, false).unwrap();
+        w.append(&row("b")).unwrap();
+        let ex = read_for_resume(&p).unwrap();
+        assert_eq!(
+            ex.rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(ex.torn_bytes, None);
+    }
+
+    #[test]
+    fn corrupt_middle_line_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        let good = serde_json::to_string(&row("a")).unwrap();
+        std::fs::write(&p, format!("{good}\n{{oops\n{good}\n")).unwrap();
+        let e = read_for_resume(&p).unwrap_err();
+        assert!(
+            e.ends_with("") && e.contains("results.jsonl:2: not a result row"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,507 @@
+//! Aggregates per variant (overall and by kind) and paired comparisons between
+//! variants: the content of summary.json.
+//!
+//! summary.json schema:
+//!
+//! ```text
+//! {
+//!   "spec": path, "dataset": path, "questions": n (usable dataset lines),
+//!   "dataset_errors": [{"line", "message"}],
+//!   "variants": [names, in order],
+//!   "metrics": [{"name", "description", "kind": "binary"|"mean", "higher_is_better": bool|null, "primary": bool}],
+//!   "results": {variant: {
+//!       "rows": n, "missing": n (pairs without a row, e.g. an interrupted eval),
+//!       "overall": Aggregate, "by_kind": {kind: Aggregate}}},
+//!   "comparisons": [{"a", "b", "metrics": [{"metric", "n" (paired questions), "mean_a",
+//!       "mean_b", "diff" (b - a), "ci" ([low, high] of the mean difference),
+//!       "mcnemar": {"b", "c", "p", "exact"} (binary metrics only), "verdict"}]}],
+//!   "gates": [{"gate", "passed", "reason"}]
+//! }
+//! Aggregate = {"n": questions, "statuses": {status: n},
+//!   "metrics": {name: {"value": mean or null, "n": questions it applies to, "ci": [low, high] or null}},
+//!   "latency_ms": {"p50", "p95", "p99", "max"}, "totals": {"calls", "input_tokens", "output_tokens", "cost_usd"},
+//!   "per_iteration": [{"iteration", "n", "recall", "precision"}],
+//!   "iterations_histogram": [[iterations, questions], ...]}
+//! ```
+//!
+//! Verdicts say how `b` compares with `a`: `better` / `worse` when the difference is
+//! significant at α = 0.05 (McNemar p < 0.05 for binary metrics, the bootstrap 95% CI
+//! of the mean difference excluding 0 for the others) and the metric has a direction;
+//! `higher` / `lower` for a significant difference on a metric without one; `no
+//! significant difference` otherwise.
+use super::dataset::{Item, LineError};
+use super::metrics::{value, Kind, MetricDef, METRICS};
+use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, SEED};
+use super::store::Row;
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// One aggregated metric.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MetricValue {
+    /// Mean over the questions it applies to (`null` when none).
+    pub value: Option<f64>,
+    /// Questions it applies to.
+    pub n: usize,
+    /// Bootstrap 95% CI of the mean (overall aggregates only).
+    pub ci: Option<[f64; 2]>,
+}
+
+/// Latency percentiles, ms.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// Slowest.
+    pub max: Option<f64>,
+}
+
+/// Usage totals.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Totals {
+    /// LLM calls.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// US dollars.
+    pub cost_usd: f64,
+}
+
+/// Retrieval quality of the i-th retrieval pass, over the labelled questions whose
+/// run reached it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct IterationStat {
+    /// 1-based pass number.
+    pub iteration: usize,
+    /// Questions that reached it.
+    pub n: usize,
+    /// Mean recall@k.
+    pub recall: f64,
+    /// Mean context precision.
+    pub precision: f64,
+}
+
+/// Metrics of a set of rows.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Aggregate {
+    /// Questions (rows).
+    pub n: usize,
+    /// Rows per status.
+    pub statuses: BTreeMap<String, usize>,
+    /// Every metric of [`METRICS`], by name.
+    pub metrics: IndexMap<String, MetricValue>,
+    /// Latency percentiles.
+    pub latency_ms: Latency,
+    /// Usage totals.
+    pub totals: Totals,
+    /// Per retrieval pass.
+    pub per_iteration: Vec<IterationStat>,
+    /// (iterations, questions), ascending.
+    pub iterations_histogram: Vec<(u32, usize)>,
+}
+
+impl Aggregate {
+    /// A gate-able value by name: any [`METRICS`] name, or `latency_p50_ms`,
+    /// `latency_p95_ms`, `latency_p99_ms`.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        match name {
+            "latency_p50_ms" => self.latency_ms.p50,
+            "latency_p95_ms" => self.latency_ms.p95,
+            "latency_p99_ms" => self.latency_ms.p99,
+            _ => self.metrics.get(name).and_then(|m| m.value),
+        }
+    }
+}
+
+/// Names accepted by [`Aggregate::get`].
+pub fn gate_metric_names() -> Vec<&'static str> {
+    METRICS
+        .iter()
+        .map(|m| m.name)
+        .chain(["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"])
+        .collect()
+}
+
+/// Rows paired with their items.
+pub type Pairs<'a> = [(&'a Row, &'a Item)];
+
+/// Aggregates rows; `with_ci` adds bootstrap CIs to the metrics.
+pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
+    let mut metrics = IndexMap::new();
+    for (i, d) in METRICS.iter().enumerate() {
+        let xs: Vec<f64> = rows
+            .iter()
+            .filter_map(|(r, it)| value(d.name, r, !it.sources.is_empty(), it.unanswerable()))
+            .collect();
+        metrics.insert(
+            d.name.to_string(),
+            MetricValue {
+                value: mean(&xs),
+                n: xs.len(),
+                ci: if with_ci {
+                    bootstrap_ci(&xs, SEED + i as u64)
+                } else {
+                    None
+                },
+            },
+        );
+    }
+    let mut statuses = BTreeMap::new();
+    let mut totals = Totals::default();
+    let mut hist: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut lat = Vec::with_capacity(rows.len());
+    let mut passes: Vec<(usize, f64, f64)> = Vec::new();
+    for (r, it) in rows {
+        *statuses.entry(r.status.as_str().to_string()).or_default() += 1;
+        totals.calls += r.usage.calls;
+        totals.input_tokens += r.usage.input_tokens;
+        totals.output_tokens += r.usage.output_tokens;
+        totals.cost_usd += r.usage.cost_usd;
+        *hist.entry(r.iterations).or_default() += 1;
+        lat.push(r.latency_ms);
+        if !it.sources.is_empty() {
+            for (i, (rc, pr)) in r
+                .metrics
+                .recall
+                .iter()
+                .zip(&r.metrics.precision)
+                .enumerate()
+            {
+                if passes.len() <= i {
+                    passes.push((0, 0.0, 0.0));
+                }
+                passes[i].0 += 1;
+                passes[i].1 += rc;
+                passes[i].2 += pr;
+            }
+        }
+    }
+    Aggregate {
+        n: rows.len(),
+        statuses,
+        metrics,
+        latency_ms: Latency {
+            p50: quantile(&lat, 0.5),
+            p95: quantile(&lat, 0.95),
+            p99: quantile(&lat, 0.99),
+            max: quantile(&lat, 1.0),
+        },
+        totals,
+        per_iteration: passes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (n, r, p))| IterationStat {
+                iteration: i + 1,
+                n,
+                recall: r / n as f64,
+                precision: p / n as f64,
+            })
+            .collect(),
+        iterations_histogram: hist.into_iter().collect(),
+    }
+}
+
+/// One metric of a paired comparison.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MetricComparison {
+    /// Metric name.
+    pub metric: String,
+    /// Questions with a value under both variants.
+    pub n: usize,
+    /// Mean under `a` over those questions.
+    pub mean_a: Option<f64>,
+    /// Mean under `b`.
+    pub mean_b: Option<f64>,
+    /// Mean of the per-question differences b − a.
+    pub diff: Option<f64>,
+    /// Bootstrap 95% CI of `diff`.
+    pub ci: Option<[f64; 2]>,
+    /// McNemar's test (binary metrics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcnemar: Option<McNemar>,
+    /// `better`, `worse`, `higher`, `lower` or `no significant difference` (b vs a).
+    pub verdict: String,
+}
+
+/// Every metric compared between two variants.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Comparison {
+    /// First variant.
+    pub a: String,
+    /// Second variant (the verdicts describe it).
+    pub b: String,
+    /// One entry per metric of [`METRICS`].
+    pub metrics: Vec<MetricComparison>,
+}
+
+/// The verdict text for no significant difference.
+pub const NO_DIFFERENCE: &str = "no significant difference";
+
+fn verdict(d: &MetricDef, significant: bool, diff: f64) -> String {
+    if !significant || diff == 0.0 {
+        return NO_DIFFERENCE.into();
+    }
+    let up = diff > 0.0;
+    match d.higher_is_better {
+        Some(h) => if up == h { "better" } else { "worse" }.into(),
+        None => if up { "higher" } else { "lower" }.into(),
+    }
+}
+
+/// Compares `b` with `a` question by question (questions with a row under both).
+pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comparison {
+    let by_id: HashMap<&str, &Row> = rows_b.iter().map(|(r, _)| (r.id.as_str(), *r)).collect();
+    let paired: Vec<(&Row, &Row, &Item)> = rows_a
+        .iter()
+        .filter_map(|(ra, it)| by_id.get(ra.id.as_str()).map(|rb| (*ra, *rb, *it)))
+        .collect();
+    let metrics = METRICS
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut xa = Vec::new();
+            let mut xb = Vec::new();
+            for (ra, rb, it) in &paired {
+                let (l, u) = (!it.sources.is_empty(), it.unanswerable());
+                if let (Some(va), Some(vb)) = (value(d.name, ra, l, u), value(d.name, rb, l, u)) {
+                    xa.push(va);
+                    xb.push(vb);
+                }
+            }
+            let diffs: Vec<f64> = xa.iter().zip(&xb).map(|(x, y)| y - x).collect();
+            let ci = bootstrap_ci(&diffs, SEED ^ (0x9e37_79b9 + i as u64));
+            let diff = mean(&diffs);
+            let (test, significant) = match d.kind {
+                Kind::Binary => {
+                    let bb = xa
+                        .iter()
+                        .zip(&xb)
+                        .filter(|(x, y)| **x > 0.5 && **y < 0.5)
+                        .count();
+                    let cc = xa
+                        .iter()
+                        .zip(&xb)
+                        .filter(|(x, y)| **x < 0.5 && **y > 0.5)
+                        .count();
+                    let t = mcnemar(bb as u64, cc as u64);
+                    (Some(t), t.p < ALPHA)
+                }
+                Kind::Mean => (None, ci.is_some_and(|[lo, hi]| lo > 0.0 || hi < 0.0)),
+            };
+            MetricComparison {
+                metric: d.name.to_string(),
+                n: diffs.len(),
+                mean_a: mean(&xa),
+                mean_b: mean(&xb),
+                diff,
+                ci,
+                mcnemar: test,
+                verdict: verdict(d, significant, diff.unwrap_or(0.0)),
+            }
+        })
+        .collect();
+    Comparison {
+        a: a.to_string(),
+        b: b.to_string(),
+        metrics,
+    }
+}
+
+/// A variant's results.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct VariantResults {
+    /// Rows of this variant.
+    pub rows: usize,
+    /// Dataset questions without a row.
+    pub missing: usize,
+    /// All its rows.
+    pub overall: Aggregate,
+    /// Per question kind, kinds in first-seen dataset order.
+    pub by_kind: IndexMap<String, Aggregate>,
+}
+
+/// Outcome of one CI gate.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct GateOutcome {
+    /// The gate as given on the command line.
+    pub gate: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// One line: the value against the bound, or the significant regressions.
+    pub reason: String,
+}
+
+/// The whole summary.json.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// The spec path.
+    pub spec: String,
+    /// The dataset path.
+    pub dataset: String,
+    /// Usable dataset questions.
+    pub questions: usize,
+    /// Bad dataset lines.
+    pub dataset_errors: Vec<LineError>,
+    /// Variants, in order.
+    pub variants: Vec<String>,
+    /// The metric definitions.
+    pub metrics: &'static [MetricDef],
+    /// Per variant.
+    pub results: IndexMap<String, VariantResults>,
+    /// Every pair of variants (`a` before `b` in the variant order).
+    pub comparisons: Vec<Comparison>,
+    /// Gate outcomes (empty without gates).
+    pub gates: Vec<GateOutcome>,
+}
+
+/// Builds the summary from the rows of the selected variants (rows of other
+/// variants or of questions not in the dataset are ignored).
+pub fn summarize(
+    spec: &str,
+    dataset: &str,
+    items: &[Item],
+    dataset_errors: &[LineError],
+    variants: &[String],
+    rows: &[Row],
+) -> Summary {
+    let by_id: HashMap<&str, (usize, &Item)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| (it.id.as_str(), (i, it)))
+        .collect();
+    let mut per_variant: Vec<Vec<(usize, &Row, &Item)>> = vec![Vec::new(); variants.len()];
+    for r in rows {
+        let Some(vi) = variants.iter().position(|v| *v == r.variant) else {
+            continue;
+        };
+        if let Some((i, it)) = by_id.get(r.id.as_str()) {
+            per_variant[vi].push((*i, r, it));
+        }
+    }
+    let mut results = IndexMap::new();
+    let mut pairs_of: Vec<Vec<(&Row, &Item)>> = Vec::new();
+    for (vi, v) in variants.iter().enumerate() {
+        let mut list = std::mem::take(&mut per_variant[vi]);
+        list.sort_by_key(|(i, _, _)| *i);
+        let pairs: Vec<(&Row, &Item)> = list.iter().map(|(_, r, it)| (*r, *it)).collect();
+        let mut by_kind: IndexMap<String, Vec<(&Row, &Item)>> = IndexMap::new();
+        for it in items {
+            by_kind.entry(it.kind.clone()).or_default();
+        }
+        for p in &pairs {
+            by_kind.entry(p.1.kind.clone()).or_default().push(*p);
+        }
+        results.insert(
+            v.clone(),
+            VariantResults {
+                rows: pairs.len(),
+                missing: items.len() - pairs.len(),
+                overall: aggregate(&pairs, true),
+                by_kind: by_kind
+                    .into_iter()
+                    .map(|(k, ps)| (k, aggregate(&ps, false)))
+                    .collect(),
+            },
+        );
+        pairs_of.push(pairs);
+    }
+    let mut comparisons = Vec::new();
+    for i in 0..variants.len() {
+        for j in i + 1..variants.len() {
+            comparisons.push(compare(
+                &variants[i],
+                &variants[j],
+                &pairs_of[i],
+                &pairs_of[j],
+            ));
+        }
+    }
+    Summary {
+        spec: spec.to_string(),
+        dataset: dataset.to_string(),
+        questions: items.len(),
+        dataset_errors: dataset_errors.to_vec(),
+        variants: variants.to_vec(),
+        metrics: METRICS,
+        results,
+        comparisons,
+        gates: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::store::{Row, Usage};
+    use crate::runtime::Status;
+
+    fn item(i: usize) -> Item {
+        Item {
+            id: format!("q{i}"),
+            question: "q".into(),
+            answer: "a".into(),
+            must_contain: vec!["x".into()],
+            sources: vec!["book/a.html".into()],
+            kind: "direct".into(),
+            line: i + 1,
+        }
+    }
+
+    fn row(variant: &str, it: &Item, answer: &str, iterations: u32) -> Row {
+        let mut r = Row {
+            variant: variant.into(),
+            id: it.id.clone(),
+            kind: it.kind.clone(),
+            status: Status::Generated,
+            answer: Some(answer.into()),
+            sources: vec![],
+            path: vec![],
+            iterations,
+            steps: 1,
+            retrieved: vec![vec!["a.html".into()]],
+            usage: Usage::default(),
+            latency_ms: 1.0,
+            error: None,
+            metrics: Default::default(),
+        };
+        r.metrics = crate::eval::metrics::row_metrics(it, &r);
+        r
+    }
+
+    #[test]
+    fn paired_verdicts_by_hand() {
+        let items: Vec<Item> = (0..10).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            rows.push(row("base", it, "no", 1));
+            rows.push(row("v", it, "x", 2));
+        }
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        assert_eq!(s.results["base"].overall.get("must_contain"), Some(0.0));
+        assert_eq!(s.results["v"].overall.get("must_contain"), Some(1.0));
+        let c = &s.comparisons[0];
+        let m = |name: &str| c.metrics.iter().find(|m| m.metric == name).unwrap();
+        // 10 discordant pairs, all for v: exact p = 2 / 1024.
+        let mc = m("must_contain");
+        assert_eq!(mc.mcnemar.unwrap().c, 10);
+        assert!((mc.mcnemar.unwrap().p - 2.0 / 1024.0).abs() < 1e-12);
+        assert_eq!(mc.verdict, "better");
+        // Every question +1 iteration: CI [1, 1], significant, no direction.
+        assert_eq!(m("iterations").ci, Some([1.0, 1.0]));
+        assert_eq!(m("iterations").verdict, "higher");
+        assert_eq!(m("recall_final").verdict, NO_DIFFERENCE);
+        assert_eq!(s.results["v"].overall.per_iteration[0].recall, 1.0);
+        assert_eq!(s.results["v"].overall.iterations_histogram, vec![(2, 10)]);
+        // Gates read the same aggregates.
+        let g = crate::eval::gates::parse_not_worse("v", &variants).unwrap();
+        assert!(crate::eval::gates::check(&[g], &s)[0].passed);
+    }
+}
