@@ -1,6 +1,6 @@
 //! `ragloop eval` throughput against a real local HTTP server: graphs/crag.yaml with
-//! both models pointed (`--model NAME=openai:mock@URL`) at a wiremock server on
-//! 127.0.0.1 that answers every Chat Completions call after a fixed delay (50 ms by
+//! both models pointed (`--model NAME=openai:mock@URL`) at a local mock server on
+//! 127.0.0.1 (`examples/support/mock_openai.rs`, thread per connection) that answers every Chat Completions call after a fixed delay (50 ms by
 //! default), 40 questions × 2 variants, `--concurrency 32`.
 //!
 //! Prints the measured questions/second next to the concurrency bound: every run of
@@ -14,69 +14,9 @@
 use ragloop::eval::{run_eval, EvalConfig};
 use serde_json::Value;
 use std::time::Duration;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-struct Chat {
-    delay: Duration,
-}
-
-/// The first `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` in a text (document ids are UUIDs).
-fn first_uuid(text: &str) -> Option<&str> {
-    let b = text.as_bytes();
-    let is_hex = |c: u8| c.is_ascii_hexdigit();
-    (0..b.len().saturating_sub(35)).find_map(|i| {
-        let w = &b[i..i + 36];
-        let ok = w.iter().enumerate().all(|(j, &c)| {
-            if matches!(j, 8 | 13 | 18 | 23) {
-                c == b'-'
-            } else {
-                is_hex(c)
-            }
-        });
-        ok.then(|| &text[i..i + 36])
-    })
-}
-
-impl Respond for Chat {
-    // Cheap on purpose (a byte scan, no JSON parse of the request): the mock shares
-    // the machine with the eval, and its CPU time would count against the bound.
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body = String::from_utf8_lossy(&req.body);
-        let call = |name: &str, args: String| {
-            format!(
-                r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"{name}","arguments":{}}}}}]}}"#,
-                Value::String(args)
-            )
-        };
-        let message = if body.contains("\"GradingResult\"") {
-            // The passage id is the last UUID of the request (the user message).
-            let id = body
-                .rmatch_indices("Passage ")
-                .next()
-                .and_then(|(i, _)| first_uuid(&body[i..]))
-                .unwrap_or("");
-            call(
-                "GradingResult",
-                format!(r#"{{"document_id":"{id}","binary_score":"yes","confidence":0.9}}"#),
-            )
-        } else if body.contains("\"AnswerGrade\"") {
-            call(
-                "AnswerGrade",
-                r#"{"grounded":true,"addresses_question":true}"#.to_string(),
-            )
-        } else {
-            r#"{"role":"assistant","content":"From the book. [ch01-03-hello-cargo.html]"}"#
-                .to_string()
-        };
-        let resp = format!(
-            r#"{{"id":"chatcmpl-1","object":"chat.completion","model":"mock","choices":[{{"index":0,"finish_reason":"stop","message":{message}}}],"usage":{{"prompt_tokens":100,"completion_tokens":20}}}}"#
-        );
-        ResponseTemplate::new(200)
-            .set_body_raw(resp, "application/json")
-            .set_delay(self.delay)
-    }
-}
+#[path = "support/mock_openai.rs"]
+mod mock_openai;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -88,19 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let delay_ms: u64 = args.next().map_or(Ok(50), |s| s.parse())?;
     let concurrency: usize = args.next().map_or(Ok(32), |s| s.parse())?;
-    // No request recording: the bench never inspects them, and storing every body costs CPU.
-    let server = MockServer::builder()
-        .disable_request_recording()
-        .start()
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(Chat {
-            delay: Duration::from_millis(delay_ms),
-        })
-        .mount(&server)
-        .await;
-    let url = format!("{}/v1", server.uri());
+    let url = mock_openai::start(Duration::from_millis(delay_ms));
     let out = tempfile::tempdir()?;
     let cfg = EvalConfig {
         spec: manifest.join("graphs/crag.yaml"),
