@@ -45,11 +45,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let o = run_eval(&cfg).await.map_err(|e| e.to_string())?;
     let rows = std::fs::read_to_string(out.path().join("results.jsonl"))?;
     let mut paths = std::collections::BTreeSet::new();
+    let mut lat = Vec::new();
     for l in rows.lines() {
         let v: Value = serde_json::from_str(l)?;
         paths.insert(v["path"].to_string());
+        lat.push(v["latency_ms"].as_f64().unwrap_or(f64::NAN));
     }
     println!("paths taken: {paths:?}");
+    lat.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "per-run latency: min {:.1} ms, p50 {:.1} ms, max {:.1} ms (floor {} ms)",
+        lat[0],
+        lat[lat.len() / 2],
+        lat[lat.len() - 1],
+        3 * delay_ms
+    );
     if o.failed_runs > 0 {
         return Err(format!("{} run(s) failed", o.failed_runs).into());
     }
