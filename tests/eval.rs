@@ -641,3 +641,31 @@ fn a_usage_error_leaves_an_existing_cassette_alone() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_variant_named_base_is_refused_by_validate_and_eval() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::write(env.path("spec.yaml"), SPEC.replace("  bad:\n", "  base:\n")).unwrap();
+    let o = env.cmd().output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("`base`") && e.contains("reserved"), "{e}");
+    assert!(!env.path("out/results.jsonl").exists());
+    let o = Command::cargo_bin("ragloop")
+        .unwrap()
+        .arg("validate")
+        .arg(env.path("spec.yaml"))
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("E027") || stderr(&o).contains("E027"));
+    // A name listed twice is a usage error, not silently deduplicated.
+    std::fs::write(env.path("spec.yaml"), SPEC).unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base,base"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("listed twice"), "{}", stderr(&o));
+}

@@ -362,7 +362,8 @@ pub struct Summary {
 }
 
 /// Builds the summary from the rows of the selected variants (rows of other
-/// variants or of questions not in the dataset are ignored).
+/// variants or of questions not in the dataset are ignored, and so is any row after
+/// the first of a (variant, question) pair). Never panics on odd input.
 pub fn summarize(
     spec: &str,
     dataset: &str,
@@ -376,13 +377,24 @@ pub fn summarize(
         .enumerate()
         .map(|(i, it)| (it.id.as_str(), (i, it)))
         .collect();
+    let mut unique: Vec<String> = Vec::with_capacity(variants.len());
+    for v in variants {
+        if !unique.contains(v) {
+            unique.push(v.clone());
+        }
+    }
+    let variants = &unique[..];
     let mut per_variant: Vec<Vec<(usize, &Row, &Item)>> = vec![Vec::new(); variants.len()];
+    let mut seen = std::collections::HashSet::new();
     for r in rows {
         let Some(vi) = variants.iter().position(|v| *v == r.variant) else {
             continue;
         };
         if let Some((i, it)) = by_id.get(r.id.as_str()) {
-            per_variant[vi].push((*i, r, it));
+            // One row per (variant, question): a later duplicate is ignored.
+            if seen.insert((vi, *i)) {
+                per_variant[vi].push((*i, r, it));
+            }
         }
     }
     let mut results = IndexMap::new();
@@ -402,7 +414,7 @@ pub fn summarize(
             v.clone(),
             VariantResults {
                 rows: pairs.len(),
-                missing: items.len() - pairs.len(),
+                missing: items.len().saturating_sub(pairs.len()),
                 overall: aggregate(&pairs, true),
                 by_kind: by_kind
                     .into_iter()
@@ -473,6 +485,22 @@ mod tests {
         };
         r.metrics = crate::eval::metrics::row_metrics(it, &r);
         r
+    }
+
+    #[test]
+    fn duplicate_rows_and_variants_never_panic() {
+        let items: Vec<Item> = (0..3).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            for _ in 0..3 {
+                rows.push(row("base", it, "x", 1));
+            }
+        }
+        let variants = vec!["base".to_string(), "base".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        assert_eq!(s.results["base"].rows, 3);
+        assert_eq!(s.results["base"].missing, 0);
+        assert_eq!(s.results["base"].overall.n, 3);
     }
 
     #[test]
