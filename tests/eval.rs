@@ -669,3 +669,36 @@ fn a_variant_named_base_is_refused_by_validate_and_eval() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("listed twice"), "{}", stderr(&o));
 }
+
+#[test]
+fn record_cannot_overwrite_the_evals_own_outputs() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    for name in ["results.jsonl", "summary.json", "report.md", "report.html"] {
+        // Fresh --out (does not exist yet) and a relative spelling of the same path.
+        let o = env
+            .cmd()
+            .current_dir(env.path(""))
+            .args(["--variants", "base", "--record"])
+            .arg(format!("./out/../out/{name}"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
+        assert!(!env.path("out/results.jsonl").exists());
+    }
+    // After a run, with --resume: still refused, and the results are untouched.
+    let o = env.cmd().args(["--variants", "base"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let before = std::fs::read(env.path("out/results.jsonl")).unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume", "--record"])
+        .arg(env.path("out/summary.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        before,
+        std::fs::read(env.path("out/results.jsonl")).unwrap()
+    );
+}

@@ -84,19 +84,29 @@ pub fn run(args: EvalArgs) -> ExitCode {
         return ExitCode::from(super::EXIT_USAGE);
     }
     if let Some(rec) = &record_to {
-        let same = |other: &std::path::Path| matches!((rec.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
-        if let Some(p) = inputs
+        let outputs: Vec<PathBuf> = [
+            ragloop::eval::files::RESULTS,
+            ragloop::eval::files::SUMMARY,
+            ragloop::eval::files::REPORT_MD,
+            ragloop::eval::files::REPORT_HTML,
+        ]
+        .iter()
+        .map(|f| out.join(f))
+        .collect();
+        let protected = inputs
             .iter()
-            .copied()
-            .chain(args.calls.replay.as_deref())
-            .find(|p| same(p))
-        {
-            eprintln!(
-                "ragloop eval: --record {} would overwrite {}, an input of this eval",
-                rec.display(),
-                p.display()
-            );
-            return ExitCode::from(super::EXIT_USAGE);
+            .map(|p| (*p, "an input"))
+            .chain(args.calls.replay.as_deref().map(|p| (p, "an input")))
+            .chain(outputs.iter().map(|p| (p.as_path(), "an output")));
+        for (p, role) in protected {
+            if same_file(rec, p) {
+                eprintln!(
+                    "ragloop eval: --record {} would overwrite {}, {role} of this eval",
+                    rec.display(),
+                    p.display()
+                );
+                return ExitCode::from(super::EXIT_USAGE);
+            }
         }
     }
     let cfg = EvalConfig {
@@ -192,4 +202,36 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// Whether two paths name the same file, also when neither exists yet: the longest
+/// existing ancestor is resolved (symlinks included) and the rest appended with `.`
+/// and `..` applied.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    fn resolve(p: &std::path::Path) -> Option<PathBuf> {
+        use std::path::Component;
+        let abs = std::env::current_dir().ok()?.join(p);
+        if let Ok(c) = abs.canonicalize() {
+            return Some(c);
+        }
+        let mut out = PathBuf::new();
+        let mut resolved = true;
+        for c in abs.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+            if resolved {
+                match out.canonicalize() {
+                    Ok(c) => out = c,
+                    Err(_) => resolved = false,
+                }
+            }
+        }
+        Some(out)
+    }
+    matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
 }
