@@ -702,3 +702,32 @@ fn record_cannot_overwrite_the_evals_own_outputs() {
         std::fs::read(env.path("out/results.jsonl")).unwrap()
     );
 }
+
+#[test]
+fn one_question_never_gives_a_significant_verdict_or_trips_the_gate() {
+    let env = Env::new(
+        json!({"say": vec!["no executable is produced"; 50]}),
+        &many(1),
+    );
+    let o = env
+        .cmd()
+        .args(["--variants", "base,bad", "--fail-if-worse", "bad"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = env.summary();
+    for m in s["comparisons"][0]["metrics"].as_array().unwrap() {
+        assert_eq!(m["verdict"], "insufficient data", "{m}");
+    }
+    assert_eq!(s["gates"][0]["passed"], true);
+    assert!(
+        s["gates"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("insufficient data"),
+        "{}",
+        s["gates"][0]
+    );
+    let md = std::fs::read_to_string(env.path("out/report.md")).unwrap();
+    assert!(md.contains("insufficient data"), "{md}");
+}

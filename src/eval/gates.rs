@@ -8,10 +8,13 @@
 //!   `failed`, `loop_bound`...).
 //! - `--fail-if-worse VARIANT`: fails when VARIANT is significantly worse than `base`
 //!   (verdict `worse`, α = 0.05) on a primary metric: `must_contain` (McNemar),
-//!   `f1` and `recall_final` (bootstrap CI of the paired difference).
+//!   `f1` and `recall_final` (bootstrap CI of the paired difference). A metric with
+//!   fewer than [`MIN_PAIRED`] paired questions has the verdict `insufficient data`
+//!   and does not trip the gate (its one-line reason says so).
 use super::metrics::METRICS;
 use super::runner::BASE;
-use super::summary::{gate_metric_names, GateOutcome, Summary};
+use super::stats::MIN_PAIRED;
+use super::summary::{gate_metric_names, GateOutcome, Summary, INSUFFICIENT};
 
 /// A parsed gate.
 #[derive(Clone, Debug, PartialEq)]
@@ -152,12 +155,16 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                     (c.a == BASE && c.b == *v) || (c.b == BASE && c.a == *v)
                 });
                 let mut worse = Vec::new();
+                let mut thin = Vec::new();
                 if let Some(c) = cmp {
                     // Verdicts describe `b`; flip them when the variant is `a`.
                     let variant_is_b = c.b == *v;
                     for m in &c.metrics {
                         let primary = METRICS.iter().any(|d| d.name == m.metric && d.primary);
                         let bad = if variant_is_b { "worse" } else { "better" };
+                        if primary && m.verdict == INSUFFICIENT {
+                            thin.push(format!("{} (n = {})", m.metric, m.n));
+                        }
                         if primary && m.verdict == bad {
                             let diff = m.diff.unwrap_or(0.0) * if variant_is_b { 1.0 } else { -1.0 };
                             let detail = match (&m.mcnemar, m.ci) {
@@ -177,7 +184,12 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                 GateOutcome {
                     gate: format!("--fail-if-worse {v}"),
                     passed: worse.is_empty(),
-                    reason: if worse.is_empty() {
+                    reason: if worse.is_empty() && !thin.is_empty() {
+                        format!(
+                            "{v} vs base: insufficient data to judge {} (fewer than {MIN_PAIRED} paired questions); not counted as worse",
+                            thin.join(", ")
+                        )
+                    } else if worse.is_empty() {
                         format!("{v} is not significantly worse than base on must_contain, f1, recall_final")
                     } else {
                         format!("{v} is significantly worse than base: {}", worse.join(", "))

@@ -231,8 +231,9 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     if !s.comparisons.is_empty() {
         let _ = writeln!(
             out,
-            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05.\n",
-            super::stats::RESAMPLES
+            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05; `insufficient data` below {} paired questions.\n",
+            super::stats::RESAMPLES,
+            super::stats::MIN_PAIRED
         );
         for c in &s.comparisons {
             let _ = writeln!(out, "### {} (b) vs {} (a)\n", c.b, c.a);

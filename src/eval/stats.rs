@@ -22,6 +22,11 @@ pub const RESAMPLES: usize = 4000;
 pub const SEED: u64 = 0x5eed_2026;
 /// Significance level of verdicts.
 pub const ALPHA: f64 = 0.05;
+/// Fewest paired questions a comparison needs before it can be called significant:
+/// below it the verdict is "insufficient data" (a bootstrap of one or two values has
+/// a zero-width interval, and the exact McNemar test cannot reach α = 0.05 with fewer
+/// than 6 discordant pairs anyway) and `--fail-if-worse` does not trip.
+pub const MIN_PAIRED: usize = 10;
 /// Below this many discordant pairs McNemar's test is exact.
 pub const EXACT_BELOW: u64 = 25;
 

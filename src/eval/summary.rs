@@ -28,10 +28,11 @@
 //! significant at α = 0.05 (McNemar p < 0.05 for binary metrics, the bootstrap 95% CI
 //! of the mean difference excluding 0 for the others) and the metric has a direction;
 //! `higher` / `lower` for a significant difference on a metric without one; `no
-//! significant difference` otherwise.
+//! significant difference` otherwise; `insufficient data` when fewer than
+//! [`MIN_PAIRED`](super::stats::MIN_PAIRED) (10) questions are paired.
 use super::dataset::{Item, LineError};
 use super::metrics::{value, Kind, MetricDef, METRICS};
-use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, SEED};
+use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, MIN_PAIRED, SEED};
 use super::store::Row;
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -226,7 +227,8 @@ pub struct MetricComparison {
     /// McNemar's test (binary metrics).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcnemar: Option<McNemar>,
-    /// `better`, `worse`, `higher`, `lower` or `no significant difference` (b vs a).
+    /// `better`, `worse`, `higher`, `lower`, `no significant difference` (b vs a), or
+    /// `insufficient data` when `n` < [`MIN_PAIRED`].
     pub verdict: String,
 }
 
@@ -243,6 +245,8 @@ pub struct Comparison {
 
 /// The verdict text for no significant difference.
 pub const NO_DIFFERENCE: &str = "no significant difference";
+/// The verdict text when fewer than [`MIN_PAIRED`] questions are paired.
+pub const INSUFFICIENT: &str = "insufficient data";
 
 fn verdict(d: &MetricDef, significant: bool, diff: f64) -> String {
     if !significant || diff == 0.0 {
@@ -303,7 +307,11 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                 diff,
                 ci,
                 mcnemar: test,
-                verdict: verdict(d, significant, diff.unwrap_or(0.0)),
+                verdict: if diffs.len() < MIN_PAIRED {
+                    INSUFFICIENT.into()
+                } else {
+                    verdict(d, significant, diff.unwrap_or(0.0))
+                },
             }
         })
         .collect();
@@ -501,6 +509,29 @@ mod tests {
         assert_eq!(s.results["base"].rows, 3);
         assert_eq!(s.results["base"].missing, 0);
         assert_eq!(s.results["base"].overall.n, 3);
+    }
+
+    #[test]
+    fn one_question_is_insufficient_data_and_does_not_trip_the_gate() {
+        let items: Vec<Item> = (0..9).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            rows.push(row("base", it, "x", 1));
+            rows.push(row("v", it, "no", 3));
+        }
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        for m in &s.comparisons[0].metrics {
+            assert_eq!(m.verdict, INSUFFICIENT, "{}", m.metric);
+        }
+        let g = crate::eval::gates::parse_not_worse("v", &variants).unwrap();
+        let out = crate::eval::gates::check(&[g], &s);
+        assert!(out[0].passed, "{}", out[0].reason);
+        assert!(
+            out[0].reason.contains("insufficient data"),
+            "{}",
+            out[0].reason
+        );
     }
 
     #[test]
