@@ -369,6 +369,14 @@ fn a_failing_run_is_a_row_with_its_reason() {
     assert!(close(&metric(&env.summary(), "base", "failed"), 1.0 / 3.0));
     let md = std::fs::read_to_string(env.path("out/report.md")).unwrap();
     assert!(md.contains("## Failed runs (1)") && md.contains("provider exploded"));
+    let html = std::fs::read_to_string(env.path("out/report.html")).unwrap();
+    assert!(html.contains("1 failed run(s)"), "header: {html}");
+    let section = html
+        .split("<h2 id=\"failed\">Failed runs (1)</h2>")
+        .nth(1)
+        .expect("a Failed runs section");
+    let section = section.split("<h2>").next().unwrap();
+    assert!(section.contains("provider exploded"), "{section}");
 }
 
 fn many(n: usize) -> Vec<Value> {

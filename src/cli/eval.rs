@@ -186,7 +186,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             let code = o.exit_code();
             if o.failed_runs > 0 {
                 eprintln!(
-                    "ragloop eval: {} run(s) failed (see report.md, section Failed runs)",
+                    "ragloop eval: {} run(s) failed (see the Failed runs section of report.md or report.html)",
                     o.failed_runs
                 );
             }

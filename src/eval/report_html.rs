@@ -38,6 +38,10 @@ fn pct_tick(v: f64) -> String {
 /// Renders report.html.
 pub fn render(s: &Summary, rows: &[Row]) -> String {
     let mut o = String::new();
+    let failed: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.status == crate::runtime::Status::Failed)
+        .collect();
     let _ = write!(
         o,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ragloop eval: {}</title><style>{STYLE}</style></head><body>",
@@ -45,12 +49,20 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     );
     let _ = write!(
         o,
-        "<h1>ragloop eval</h1><p>Spec <code>{}</code>, dataset <code>{}</code>: {} question(s), {} bad line(s); variants: {}.</p>",
+        "<h1>ragloop eval</h1><p>Spec <code>{}</code>, dataset <code>{}</code>: {} question(s), {} bad line(s); variants: {}; {}.</p>",
         esc(&s.spec),
         esc(&s.dataset),
         s.questions,
         s.dataset_errors.len(),
-        esc(&s.variants.join(", "))
+        esc(&s.variants.join(", ")),
+        if failed.is_empty() {
+            "no failed run".to_string()
+        } else {
+            format!(
+                "<a class=\"fail\" href=\"#failed\">{} failed run(s)</a>",
+                failed.len()
+            )
+        }
     );
     if !s.gates.is_empty() {
         o.push_str("<h2>Gates</h2><ul>");
@@ -294,9 +306,25 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             .collect();
         table(&mut o, &["line", "problem"], &rows);
     }
+    if !failed.is_empty() {
+        let _ = write!(o, "<h2 id=\"failed\">Failed runs ({})</h2>", failed.len());
+        let rows: Vec<Vec<String>> = failed
+            .iter()
+            .map(|r| {
+                vec![
+                    r.variant.clone(),
+                    r.id.clone(),
+                    r.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        table(&mut o, &["variant", "id", "error"], &rows);
+    }
     o.push_str("<h2>Every run</h2>");
+    // By question, then variants in evaluation order (not by name).
+    let order = |v: &str| s.variants.iter().position(|x| x == v).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| (&a.id, &a.variant).cmp(&(&b.id, &b.variant)));
+    sorted.sort_by(|a, b| (&a.id, order(&a.variant)).cmp(&(&b.id, order(&b.variant))));
     o.push_str("<div class=\"wrap\"><table><thead><tr><th>id</th><th>variant</th><th>kind</th><th>status</th><th>iter.</th><th>must_contain</th><th>F1</th><th>recall per pass</th><th>ms</th><th>answer / error</th></tr></thead><tbody>");
     for r in sorted {
         let recall: Vec<String> = r
