@@ -739,3 +739,57 @@ fn one_question_never_gives_a_significant_verdict_or_trips_the_gate() {
     let md = std::fs::read_to_string(env.path("out/report.md")).unwrap();
     assert!(md.contains("insufficient data"), "{md}");
 }
+
+#[test]
+fn resume_with_retry_failed_reruns_failed_pairs_and_keeps_one_row_per_pair() {
+    let fixture = json!({"say": [{"error": "provider exploded"}, "fine", "fine"]});
+    let env = Env::new(fixture, &tiny());
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--concurrency", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        env.rows()
+            .iter()
+            .filter(|r| r["status"] == "failed")
+            .count(),
+        1
+    );
+    // Without --resume the flag is a usage error; plain --resume keeps the failed row.
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--retry-failed"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::write(
+        env.path("fixture.json"),
+        json!({"say": vec!["fine"; 10]}).to_string(),
+    )
+    .unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(env.rows().len(), 3);
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume", "--retry-failed"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("1 new run(s), 2 resumed"));
+    let rows = env.rows();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let pairs: std::collections::HashSet<(String, String)> = rows
+        .iter()
+        .map(|r| (r["variant"].to_string(), r["id"].to_string()))
+        .collect();
+    assert_eq!(pairs.len(), 3);
+    assert!(rows.iter().all(|r| r["status"] != "failed"), "{rows:?}");
+    assert!(close(&metric(&env.summary(), "base", "failed"), 0.0));
+}

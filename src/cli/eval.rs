@@ -34,6 +34,9 @@ pub struct EvalArgs {
     /// Continue an interrupted eval in --out: completed pairs are skipped.
     #[arg(long)]
     pub resume: bool,
+    /// With --resume: run the failed pairs again (their rows are replaced).
+    #[arg(long, requires = "resume")]
+    pub retry_failed: bool,
     /// Refuse to run anything when a dataset line is bad.
     #[arg(long)]
     pub strict: bool,
@@ -116,6 +119,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         concurrency: usize::from(args.concurrency),
         out,
         resume: args.resume,
+        retry_failed: args.retry_failed,
         strict: args.strict,
         fail_under: args.fail_under,
         fail_over: args.fail_over,

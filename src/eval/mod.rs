@@ -46,6 +46,9 @@ pub struct EvalConfig {
     pub out: PathBuf,
     /// Skip pairs already in `out/results.jsonl`.
     pub resume: bool,
+    /// With `resume`: rerun the pairs whose row is `failed` (their rows are removed
+    /// from results.jsonl first, atomically, so there is still one row per pair).
+    pub retry_failed: bool,
     /// Refuse to run when a dataset line is bad.
     pub strict: bool,
     /// `--fail-under` arguments.
@@ -201,6 +204,11 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     for v in &cfg.fail_if_worse {
         gate_list.push(gates::parse_not_worse(v, &variants).map_err(EvalError::Usage)?);
     }
+    if cfg.retry_failed && !cfg.resume {
+        return Err(EvalError::Usage(
+            "--retry-failed needs --resume (it reruns the failed pairs of an earlier eval)".into(),
+        ));
+    }
     if cfg.out.exists() && !cfg.out.is_dir() {
         return Err(EvalError::Usage(format!(
             "--out {}: not a directory",
@@ -239,6 +247,25 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     } else {
         store::Existing::default()
     };
+    let mut existing = existing;
+    if cfg.retry_failed {
+        let before = existing.rows.len();
+        let ids: HashSet<&str> = ds.items.iter().map(|i| i.id.as_str()).collect();
+        existing.rows.retain(|r| {
+            !(r.status == Status::Failed
+                && variants.contains(&r.variant)
+                && ids.contains(r.id.as_str()))
+        });
+        let dropped = before - existing.rows.len();
+        if dropped > 0 || existing.duplicates > 0 {
+            store::rewrite(&results_path, &existing.rows).map_err(EvalError::Failed)?;
+        }
+        if dropped > 0 {
+            warnings.push(format!(
+                "--retry-failed: running {dropped} failed pair(s) again"
+            ));
+        }
+    }
     if let Some(n) = existing.torn_bytes {
         warnings.push(format!(
             "{}: dropped a torn last line ({n} bytes) left by an interrupted eval",

@@ -182,6 +182,35 @@ pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
     Ok(out)
 }
 
+/// Replaces the content of results.jsonl with `rows` (one line each), atomically:
+/// written to a temporary file in the same directory, synced, then renamed over
+/// `path`, so a kill leaves either the old file or the new one.
+///
+/// # Errors
+/// A message naming the file.
+pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), String> {
+    let name = path.file_name().map_or_else(
+        || "results.jsonl".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut text = Vec::new();
+    for r in rows {
+        serde_json::to_writer(&mut text, r).map_err(|e| e.to_string())?;
+        text.push(b'\n');
+    }
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot rewrite {}: {e}", path.display())
+    })
+}
+
 /// Appends rows to results.jsonl, one line each, flushed to the OS before
 /// [`Writer::append`] returns.
 pub struct Writer {
@@ -272,6 +301,24 @@ mod tests {
             ["a", "b"]
         );
         assert_eq!(ex.torn_bytes, None);
+    }
+
+    #[test]
+    fn rewrite_replaces_the_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        let mut w = Writer::open(&p, true).unwrap();
+        for id in ["a", "b", "c"] {
+            w.append(&row(id)).unwrap();
+        }
+        drop(w);
+        rewrite(&p, &[row("a"), row("c")]).unwrap();
+        let ex = read_for_resume(&p).unwrap();
+        assert_eq!(
+            ex.rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["a", "c"]
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]
