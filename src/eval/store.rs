@@ -96,18 +96,57 @@ pub struct Existing {
     pub duplicates: usize,
 }
 
-/// Whether a results file exists and holds anything but whitespace.
+/// Most bytes [`non_empty`] reads before deciding.
+const SCAN_LIMIT: u64 = 1 << 20;
+
+/// Whether a results file exists and holds anything but whitespace. Reads at most
+/// the first MiB (a file, or a device such as `/dev/zero`, whose first MiB is all
+/// whitespace counts as non-empty); anything that exists but is not a regular file
+/// counts as non-empty too, so it is never silently written over.
 pub fn non_empty(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|b| b.iter().any(|c| !c.is_ascii_whitespace()))
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() {
+        return true;
+    }
+    if meta.len() == 0 {
+        return false;
+    }
+    let Ok(f) = File::open(path) else {
+        return true;
+    };
+    let mut buf = [0u8; 8192];
+    let mut limited = f.take(SCAN_LIMIT);
+    loop {
+        match limited.read(&mut buf) {
+            Ok(0) => return meta.len() > SCAN_LIMIT,
+            Ok(n) => {
+                if buf[..n].iter().any(|c| !c.is_ascii_whitespace()) {
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
 }
 
 /// Reads a results.jsonl for `--resume`, truncating a torn last line away so that
 /// appending starts on a fresh line. A missing file is an empty result.
 ///
 /// # Errors
-/// The file cannot be read or truncated, or a line other than the last is not a row
+/// The file is not a regular file, cannot be read or truncated, or a line other than
+/// the last is not a row
 /// (`file:line: message`).
 pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(format!("{}: not a regular file", path.display()));
+        }
+        _ => {}
+    }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::default()),
@@ -301,6 +340,31 @@ mod tests {
             ["a", "b"]
         );
         assert_eq!(ex.torn_bytes, None);
+    }
+
+    #[test]
+    fn non_empty_reads_only_a_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        assert!(!non_empty(&p));
+        std::fs::write(&p, "").unwrap();
+        assert!(!non_empty(&p));
+        std::fs::write(&p, " \n\n").unwrap();
+        assert!(!non_empty(&p));
+        std::fs::write(&p, "\n{}").unwrap();
+        assert!(non_empty(&p));
+        // An endless device is decided from its first bytes, not read to the end.
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("zero.jsonl");
+            std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+            assert!(non_empty(&link));
+            assert!(read_for_resume(&link)
+                .unwrap_err()
+                .contains("not a regular file"));
+        }
+        // A directory is not silently treated as empty.
+        assert!(non_empty(dir.path()));
     }
 
     #[test]
