@@ -563,7 +563,7 @@ fn a_spec_that_does_not_validate_runs_nothing() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("nowhere") && e.contains("nothing was evaluated"),
+        e.contains("nowhere") && e.contains("no report was written"),
         "{e}"
     );
     assert!(!env.path("out/results.jsonl").exists());
@@ -792,4 +792,53 @@ fn resume_with_retry_failed_reruns_failed_pairs_and_keeps_one_row_per_pair() {
     assert_eq!(pairs.len(), 3);
     assert!(rows.iter().all(|r| r["status"] != "failed"), "{rows:?}");
     assert!(close(&metric(&env.summary(), "base", "failed"), 0.0));
+}
+
+#[test]
+fn a_report_that_cannot_be_written_does_not_stop_the_others() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::create_dir_all(env.path("out/report.md")).unwrap();
+    let o = env.cmd().args(["--variants", "base"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.lines()
+            .any(|l| l.starts_with("ragloop eval: cannot write") && l.contains("report.md")),
+        "{e}"
+    );
+    assert!(
+        !e.contains("nothing was evaluated") && !e.contains("no report was written"),
+        "{e}"
+    );
+    assert!(env.path("out/report.html").is_file());
+    assert!(env.path("out/summary.json").is_file());
+    assert_eq!(env.rows().len(), 3);
+}
+
+#[test]
+fn failures_before_running_carry_the_prefix() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::write(env.path("afile"), "x").unwrap();
+    let o = env
+        .cmd_in("afile/sub")
+        .args(["--variants", "base"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.starts_with("ragloop eval: cannot create"), "{e}");
+    // A corrupt row in the middle of results.jsonl, with --resume.
+    std::fs::create_dir_all(env.path("out")).unwrap();
+    std::fs::write(env.path("out/results.jsonl"), "{}\n{}\n").unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("ragloop eval: ") && e.contains("results.jsonl:1: not a result row"),
+        "{e}"
+    );
 }

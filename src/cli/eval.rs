@@ -1,8 +1,8 @@
 //! `ragloop eval SPEC --dataset FILE.jsonl`: every question under every variant, with
 //! reports and CI gates (see `ragloop::eval` and docs/eval.md).
 //!
-//! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, or the spec /
-//! resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
+//! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, a report could
+//! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
 //! (reports are written in every case where runs happened).
 use ragloop::eval::{run_eval, EvalConfig, EvalError};
 use std::io::IsTerminal;
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop eval`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 ok, 1 a run failed or a dataset line was skipped (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
+    after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
 )]
 pub struct EvalArgs {
     /// The spec file.
@@ -146,11 +146,17 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ExitCode::from(super::EXIT_USAGE)
         }
         Err(EvalError::Failed(m)) => {
-            eprint!("{m}");
-            if !m.ends_with('\n') {
-                eprintln!();
+            // Rendered diagnostics (several lines, with their own `error[...]`
+            // headers) are printed as they are; a one-line message gets the prefix.
+            if m.trim_end().contains('\n') {
+                eprint!("{m}");
+                if !m.ends_with('\n') {
+                    eprintln!();
+                }
+            } else {
+                eprintln!("ragloop eval: {}", m.trim_end());
             }
-            eprintln!("ragloop eval: nothing was evaluated");
+            eprintln!("ragloop eval: no report was written");
             ExitCode::from(1)
         }
         Ok(o) => {
@@ -199,6 +205,9 @@ pub fn run(args: EvalArgs) -> ExitCode {
                     "ragloop eval: {} dataset line(s) skipped",
                     s.dataset_errors.len()
                 );
+            }
+            for e in &o.report_errors {
+                eprintln!("ragloop eval: {e}");
             }
             for g in s.gates.iter().filter(|g| !g.passed) {
                 eprintln!("ragloop eval: gate failed: {}: {}", g.gate, g.reason);

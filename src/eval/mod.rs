@@ -115,13 +115,18 @@ pub struct Outcome {
     pub failed_runs: usize,
     /// Warnings to show (a torn line dropped, bad dataset lines).
     pub warnings: Vec<String>,
+    /// Reports that could not be written (the others were), one message each.
+    pub report_errors: Vec<String>,
 }
 
 impl Outcome {
-    /// Exit status: 1 when a dataset line was skipped or a run failed, else
-    /// [`EXIT_GATE`] when a gate failed, else 0.
+    /// Exit status: 1 when a dataset line was skipped, a run failed or a report could
+    /// not be written, else [`EXIT_GATE`] when a gate failed, else 0.
     pub fn exit_code(&self) -> u8 {
-        if self.failed_runs > 0 || !self.summary.dataset_errors.is_empty() {
+        if self.failed_runs > 0
+            || !self.summary.dataset_errors.is_empty()
+            || !self.report_errors.is_empty()
+        {
             1
         } else if self.summary.gates.iter().any(|g| !g.passed) {
             EXIT_GATE
@@ -144,24 +149,45 @@ pub mod files {
 }
 
 /// Writes summary.json, report.md and report.html into `dir` (each written to a
-/// temporary file then renamed, so a reader never sees half a report).
+/// temporary file then renamed, so a reader never sees half a report). A report
+/// that cannot be written does not stop the others.
 ///
 /// # Errors
-/// A message naming the file.
-pub fn write_reports(dir: &Path, s: &summary::Summary, rows: &[store::Row]) -> Result<(), String> {
-    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+/// One message per report that could not be written, naming the file and the reason.
+pub fn write_reports(
+    dir: &Path,
+    s: &summary::Summary,
+    rows: &[store::Row],
+) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    let json = match serde_json::to_string_pretty(s) {
+        Ok(j) => Some(j + "\n"),
+        Err(e) => {
+            errors.push(format!(
+                "cannot write {}: {e}",
+                dir.join(files::SUMMARY).display()
+            ));
+            None
+        }
+    };
     for (name, text) in [
-        (files::SUMMARY, json + "\n"),
-        (files::REPORT_MD, report_md::render(s, rows)),
-        (files::REPORT_HTML, report_html::render(s, rows)),
+        (files::SUMMARY, json),
+        (files::REPORT_MD, Some(report_md::render(s, rows))),
+        (files::REPORT_HTML, Some(report_html::render(s, rows))),
     ] {
+        let Some(text) = text else { continue };
         let path = dir.join(name);
         let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+            let _ = std::fs::remove_file(&tmp);
+            errors.push(format!("cannot write {}: {e}", path.display()));
+        }
     }
-    Ok(())
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 /// Runs a whole eval: checks every argument, runs the missing pairs, writes the
@@ -314,7 +340,12 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     .await;
     let run_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    let new = new.map_err(EvalError::Failed)?;
+    let new = new.map_err(|e| {
+        EvalError::Failed(format!(
+            "{e}; the rows written before it are in {}: rerun with --resume",
+            results_path.display()
+        ))
+    })?;
     let new_rows = new.len();
     let mut rows = existing.rows;
     rows.extend(new);
@@ -332,8 +363,11 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         &rows,
     );
     summary.gates = gates::check(&gate_list, &summary);
-    write_reports(&cfg.out, &summary, &rows).map_err(EvalError::Failed)?;
+    let report_errors = write_reports(&cfg.out, &summary, &rows)
+        .err()
+        .unwrap_or_default();
     Ok(Outcome {
+        report_errors,
         summary,
         new_rows,
         resumed_rows,
