@@ -4,7 +4,7 @@
 use super::report_md::{show, show_ci, show_diff, LOOP, QUALITY};
 use super::store::Row;
 use super::summary::Summary;
-use super::svg::{box_plots, esc, grouped_bars, Bar, BoxData};
+use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};
 use std::fmt::Write;
 
 const STYLE: &str =
@@ -150,7 +150,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         "Iterations per question (number of questions)",
         &hist,
         &series,
-        max_count as f64,
+        count_axis_max(max_count),
         |v| format!("{v:.0}"),
     ));
     // Per-iteration recall.
