@@ -465,6 +465,11 @@ fn bad_gates_are_usage_errors() {
         (vec!["--fail-under", "nope=1"], "unknown metric `nope`"),
         (vec!["--fail-under", "f1=abc"], "`abc` is not a number"),
         (
+            vec!["--fail-under", "must_contain=30"],
+            "must_contain is a share from 0 to 1",
+        ),
+        (vec!["--fail-over", "failed=-0.5"], "failed is a share"),
+        (
             vec!["--fail-under", "ghost:f1=0.5"],
             "variant `ghost` is not evaluated",
         ),

@@ -40,7 +40,8 @@ pub enum Gate {
 /// against the evaluated variants.
 ///
 /// # Errors
-/// A usage message naming the flag and what is wrong.
+/// A usage message naming the flag and what is wrong (unknown metric or variant, not
+/// a number, a share metric bounded outside 0..1).
 pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, String> {
     let flag = if over { "--fail-over" } else { "--fail-under" };
     let (lhs, v) = arg
@@ -71,6 +72,14 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, S
         .ok()
         .filter(|x: &f64| x.is_finite())
         .ok_or_else(|| format!("`{flag} {arg}`: `{}` is not a number", v.trim()))?;
+    if super::metrics::is_share(metric) {
+        let low = if metric == "recall_gain" { -1.0 } else { 0.0 };
+        if !(low..=1.0).contains(&value) {
+            return Err(format!(
+                "`{flag} {arg}`: {metric} is a share from {low} to 1, not a percentage (e.g. {metric}=0.3 for 30%)"
+            ));
+        }
+    }
     Ok(Gate::Bound {
         text: format!("{flag} {arg}"),
         variant,
@@ -168,7 +177,7 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                         if primary && m.verdict == bad {
                             let diff = m.diff.unwrap_or(0.0) * if variant_is_b { 1.0 } else { -1.0 };
                             let detail = match (&m.mcnemar, m.ci) {
-                                (Some(t), _) => format!("McNemar p = {:.4}", t.p),
+                                (Some(t), _) => format!("McNemar p = {}", super::report_md::show_p(t.p)),
                                 (None, Some([lo, hi])) if variant_is_b => {
                                     format!("95% CI [{}, {}]", fmt(lo), fmt(hi))
                                 }

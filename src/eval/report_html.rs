@@ -1,7 +1,7 @@
 //! report.html: one self-contained file (inline CSS and SVG, no script, no external
 //! resource) with the summary's plots and tables and every row. Every string that
 //! comes from the dataset, the spec or a run is HTML-escaped.
-use super::report_md::{show, show_ci, show_diff, LOOP, QUALITY};
+use super::report_md::{show, show_ci, show_diff, show_p, LOOP, QUALITY};
 use super::store::Row;
 use super::summary::Summary;
 use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};
@@ -275,8 +275,9 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
                         show(&m.metric, m.mean_b),
                         show_diff(&m.metric, m.diff),
                         show_ci(&m.metric, m.ci),
-                        m.mcnemar
-                            .map_or("-".into(), |t| format!("{:.4} (b={}, c={})", t.p, t.b, t.c)),
+                        m.mcnemar.map_or("-".into(), |t| {
+                            format!("{} (b={}, c={})", show_p(t.p), t.b, t.c)
+                        }),
                         m.verdict.clone(),
                     ]
                 })

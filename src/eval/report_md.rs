@@ -1,5 +1,4 @@
 //! report.md: the summary as Markdown tables.
-use super::metrics::{metric, Kind};
 use super::store::Row;
 use super::summary::{Aggregate, Summary};
 use std::fmt::Write;
@@ -21,30 +20,39 @@ pub(super) fn show(name: &str, v: Option<f64>) -> String {
     }
 }
 
-/// Whether a metric is a 0..1 share shown as a percentage.
+/// Whether a metric is a 0..1 share shown as a percentage (see
+/// [`super::metrics::is_share`]).
 pub(super) fn is_share(name: &str) -> bool {
-    metric(name).is_some_and(|d| {
-        d.kind == Kind::Binary
-            || matches!(
-                d.name,
-                "must_contain_terms"
-                    | "f1"
-                    | "recall_first"
-                    | "recall_final"
-                    | "recall_gain"
-                    | "precision_first"
-                    | "precision_final"
-            )
-    })
+    super::metrics::is_share(name)
 }
 
 /// Formats a signed difference (percentage points for shares).
 pub(super) fn show_diff(name: &str, v: Option<f64>) -> String {
     let Some(x) = v else { return "-".into() };
     if is_share(name) {
-        format!("{:+.1} pp", 100.0 * x)
+        format!("{} pp", signed(100.0 * x, 1))
     } else {
-        format!("{x:+.2}")
+        signed(x, 2)
+    }
+}
+
+/// `x` with an explicit sign and `decimals` decimals; a value that rounds to zero is
+/// `+0.0`, never `-0.0`.
+pub(super) fn signed(x: f64, decimals: usize) -> String {
+    let s = format!("{x:+.decimals$}");
+    if s[1..].chars().all(|c| c == '0' || c == '.') {
+        format!("+{}", &s[1..])
+    } else {
+        s
+    }
+}
+
+/// A p-value with 4 decimals; below 0.0001 it is `<0.0001` (never `0.0000`).
+pub(super) fn show_p(p: f64) -> String {
+    if p < 1e-4 {
+        "<0.0001".into()
+    } else {
+        format!("{p:.4}")
     }
 }
 
@@ -52,8 +60,10 @@ pub(super) fn show_diff(name: &str, v: Option<f64>) -> String {
 pub(super) fn show_ci(name: &str, ci: Option<[f64; 2]>) -> String {
     match ci {
         None => "-".into(),
-        Some([lo, hi]) if is_share(name) => format!("[{:+.1}, {:+.1}] pp", 100.0 * lo, 100.0 * hi),
-        Some([lo, hi]) => format!("[{lo:+.2}, {hi:+.2}]"),
+        Some([lo, hi]) if is_share(name) => {
+            format!("[{}, {}] pp", signed(100.0 * lo, 1), signed(100.0 * hi, 1))
+        }
+        Some([lo, hi]) => format!("[{}, {}]", signed(lo, 2), signed(hi, 2)),
     }
 }
 
@@ -250,8 +260,8 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
                         show_ci(&m.metric, m.ci),
                         m.mcnemar.map_or("-".into(), |t| {
                             format!(
-                                "{:.4} (b={}, c={}{})",
-                                t.p,
+                                "{} (b={}, c={}{})",
+                                show_p(t.p),
                                 t.b,
                                 t.c,
                                 if t.exact { ", exact" } else { "" }

@@ -136,7 +136,7 @@ pub type Pairs<'a> = [(&'a Row, &'a Item)];
 /// Aggregates rows; `with_ci` adds bootstrap CIs to the metrics.
 pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
     let mut metrics = IndexMap::new();
-    for (i, d) in METRICS.iter().enumerate() {
+    for d in METRICS {
         let xs: Vec<f64> = rows
             .iter()
             .filter_map(|(r, it)| value(d.name, r, !it.sources.is_empty(), it.unanswerable()))
@@ -147,7 +147,7 @@ pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
                 value: mean(&xs),
                 n: xs.len(),
                 ci: if with_ci {
-                    bootstrap_ci(&xs, SEED + i as u64)
+                    bootstrap_ci(&xs, SEED)
                 } else {
                     None
                 },
@@ -268,8 +268,7 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
         .collect();
     let metrics = METRICS
         .iter()
-        .enumerate()
-        .map(|(i, d)| {
+        .map(|d| {
             let mut xa = Vec::new();
             let mut xb = Vec::new();
             for (ra, rb, it) in &paired {
@@ -280,7 +279,7 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                 }
             }
             let diffs: Vec<f64> = xa.iter().zip(&xb).map(|(x, y)| y - x).collect();
-            let ci = bootstrap_ci(&diffs, SEED ^ (0x9e37_79b9 + i as u64));
+            let ci = bootstrap_ci(&diffs, SEED);
             let diff = mean(&diffs);
             let (test, significant) = match d.kind {
                 Kind::Binary => {
@@ -531,6 +530,30 @@ mod tests {
             out[0].reason.contains("insufficient data"),
             "{}",
             out[0].reason
+        );
+    }
+
+    #[test]
+    fn equal_data_gets_equal_intervals_whatever_the_metric() {
+        // One must_contain term per question: must_contain and must_contain_terms
+        // take the same values question by question.
+        let items: Vec<Item> = (0..30).map(item).collect();
+        let mut rows = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            rows.push(row("base", it, if i % 3 == 0 { "x" } else { "no" }, 1));
+            rows.push(row("v", it, if i % 2 == 0 { "x" } else { "no" }, 1));
+        }
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        let o = &s.results["base"].overall.metrics;
+        assert!(o["must_contain"].ci.is_some());
+        assert_eq!(o["must_contain"].ci, o["must_contain_terms"].ci);
+        let c = &s.comparisons[0].metrics;
+        let ci = |n: &str| c.iter().find(|m| m.metric == n).unwrap().ci;
+        assert_eq!(ci("must_contain"), ci("must_contain_terms"));
+        assert_ne!(
+            ci("must_contain").unwrap()[0],
+            ci("must_contain").unwrap()[1]
         );
     }
 
