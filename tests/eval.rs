@@ -847,3 +847,31 @@ fn failures_before_running_carry_the_prefix() {
         "{e}"
     );
 }
+
+#[test]
+fn html_tables_follow_the_variant_order_and_list_every_kind_column() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    let o = env
+        .cmd()
+        .args(["--concurrency", "1", "--variants", "strict,base"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(env.path("out/report.html")).unwrap();
+    let by_kind = html
+        .split("<h2>By question kind</h2>")
+        .nth(1)
+        .unwrap()
+        .split("<h2>")
+        .next()
+        .unwrap();
+    assert!(by_kind.contains("declined_<wbr>answerable"), "{by_kind}");
+    assert!(by_kind.contains("declined_<wbr>unanswerable"), "{by_kind}");
+    // Every run: per question, `strict` (listed first) before `base`.
+    let runs = html.split("<h2>Every run</h2>").nth(1).unwrap();
+    for id in ["q1", "q2", "q3"] {
+        let strict = runs.find(&format!("<td>{id}</td><td>strict</td>")).unwrap();
+        let base = runs.find(&format!("<td>{id}</td><td>base</td>")).unwrap();
+        assert!(strict < base, "{id}");
+    }
+}

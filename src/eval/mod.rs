@@ -190,6 +190,15 @@ pub fn write_reports(
     }
 }
 
+/// A progress-bar rate with one decimal (e.g. `246.4/s`).
+fn rate_text(per_sec: f64) -> String {
+    if per_sec.is_finite() {
+        format!("{per_sec:.1}/s")
+    } else {
+        "-/s".into()
+    }
+}
+
 /// Runs a whole eval: checks every argument, runs the missing pairs, writes the
 /// reports, evaluates the gates.
 ///
@@ -312,9 +321,15 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         let b = indicatif::ProgressBar::new(todo as u64);
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} eval [{bar:30}] {pos}/{len} runs {per_sec} eta {eta} {msg}",
+                "{spinner} eval [{bar:30}] {pos}/{len} runs {rate} eta {eta} {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .with_key(
+                "rate",
+                |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{}", rate_text(s.per_sec()));
+                },
+            )
             .progress_chars("=> "),
         );
         b
@@ -375,4 +390,13 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         failed_runs,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn progress_rate_has_one_decimal() {
+        assert_eq!(super::rate_text(246.413_6), "246.4/s");
+        assert_eq!(super::rate_text(f64::INFINITY), "-/s");
+    }
 }

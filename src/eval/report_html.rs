@@ -1,7 +1,7 @@
 //! report.html: one self-contained file (inline CSS and SVG, no script, no external
 //! resource) with the summary's plots and tables and every row. Every string that
 //! comes from the dataset, the spec or a run is HTML-escaped.
-use super::report_md::{show, show_ci, show_diff, show_p, LOOP, QUALITY};
+use super::report_md::{show, show_ci, show_diff, show_p, BY_KIND, LOOP, QUALITY};
 use super::store::Row;
 use super::summary::Summary;
 use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};
@@ -18,7 +18,9 @@ h2{margin-top:32px;border-bottom:1px solid #ddd}.fail{color:#b00;font-weight:bol
 fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
     out.push_str("<div class=\"wrap\"><table><thead><tr>");
     for h in head {
-        let _ = write!(out, "<th>{}</th>", esc(h));
+        // Long metric names may break after their underscores, so the wide tables
+        // fit a 1200 px page without scrolling.
+        let _ = write!(out, "<th>{}</th>", esc(h).replace('_', "_<wbr>"));
     }
     out.push_str("</tr></thead><tbody>");
     for r in rows {
@@ -240,15 +242,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .collect();
     table(&mut o, &head, &rl);
     o.push_str("<h2>By question kind</h2>");
-    let cols = [
-        "must_contain",
-        "f1",
-        "recall_first",
-        "recall_final",
-        "iterations",
-        "fallback",
-        "declined_unanswerable",
-    ];
+    let cols = BY_KIND;
     let mut head = vec!["variant / kind", "n"];
     head.extend(cols);
     let mut rk = Vec::new();

@@ -89,6 +89,18 @@ pub(super) const QUALITY: &[&str] = &[
     "declined_answerable",
 ];
 
+/// Columns of the by-kind table (both reports).
+pub(super) const BY_KIND: &[&str] = &[
+    "must_contain",
+    "f1",
+    "recall_first",
+    "recall_final",
+    "iterations",
+    "fallback",
+    "declined_unanswerable",
+    "declined_answerable",
+];
+
 /// Columns of the loop and cost table.
 pub(super) const LOOP: &[&str] = &[
     "iterations",
@@ -191,16 +203,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     );
 
     let _ = writeln!(out, "## By question kind\n");
-    let kind_cols = [
-        "must_contain",
-        "f1",
-        "recall_first",
-        "recall_final",
-        "iterations",
-        "fallback",
-        "declined_unanswerable",
-        "declined_answerable",
-    ];
+    let kind_cols = BY_KIND;
     let mut k_rows = Vec::new();
     for (v, r) in &s.results {
         for (k, a) in &r.by_kind {
@@ -209,7 +212,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             k_rows.push(row);
         }
     }
-    table(&mut out, &heads("variant / kind", &kind_cols), &k_rows);
+    table(&mut out, &heads("variant / kind", kind_cols), &k_rows);
 
     let _ = writeln!(out, "## Iterations histogram\n");
     let max_it = s
@@ -339,4 +342,20 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_negative_zero_and_tiny_p_values() {
+        assert_eq!(signed(-0.0004, 1), "+0.0");
+        assert_eq!(signed(-0.0, 2), "+0.00");
+        assert_eq!(signed(-0.06, 1), "-0.1");
+        assert_eq!(show_ci("f1", Some([-0.000_01, 0.029])), "[+0.0, +2.9] pp");
+        assert_eq!(show_diff("iterations", Some(-0.001)), "+0.00");
+        assert_eq!(show_p(0.000_01), "<0.0001");
+        assert_eq!(show_p(0.5), "0.5000");
+    }
 }
