@@ -369,6 +369,14 @@ fn a_failing_run_is_a_row_with_its_reason() {
     assert!(close(&metric(&env.summary(), "base", "failed"), 1.0 / 3.0));
     let md = std::fs::read_to_string(env.path("out/report.md")).unwrap();
     assert!(md.contains("## Failed runs (1)") && md.contains("provider exploded"));
+    let html = std::fs::read_to_string(env.path("out/report.html")).unwrap();
+    assert!(html.contains("1 failed run(s)"), "header: {html}");
+    let section = html
+        .split("<h2 id=\"failed\">Failed runs (1)</h2>")
+        .nth(1)
+        .expect("a Failed runs section");
+    let section = section.split("<h2>").next().unwrap();
+    assert!(section.contains("provider exploded"), "{section}");
 }
 
 fn many(n: usize) -> Vec<Value> {
@@ -456,6 +464,11 @@ fn bad_gates_are_usage_errors() {
     for (args, want) in [
         (vec!["--fail-under", "nope=1"], "unknown metric `nope`"),
         (vec!["--fail-under", "f1=abc"], "`abc` is not a number"),
+        (
+            vec!["--fail-under", "must_contain=30"],
+            "must_contain is a share from 0 to 1",
+        ),
+        (vec!["--fail-over", "failed=-0.5"], "failed is a share"),
         (
             vec!["--fail-under", "ghost:f1=0.5"],
             "variant `ghost` is not evaluated",
@@ -555,7 +568,7 @@ fn a_spec_that_does_not_validate_runs_nothing() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("nowhere") && e.contains("nothing was evaluated"),
+        e.contains("nowhere") && e.contains("no report was written"),
         "{e}"
     );
     assert!(!env.path("out/results.jsonl").exists());
@@ -640,4 +653,225 @@ fn a_usage_error_leaves_an_existing_cassette_alone() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_variant_named_base_is_refused_by_validate_and_eval() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::write(env.path("spec.yaml"), SPEC.replace("  bad:\n", "  base:\n")).unwrap();
+    let o = env.cmd().output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("`base`") && e.contains("reserved"), "{e}");
+    assert!(!env.path("out/results.jsonl").exists());
+    let o = Command::cargo_bin("ragloop")
+        .unwrap()
+        .arg("validate")
+        .arg(env.path("spec.yaml"))
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("E027") || stderr(&o).contains("E027"));
+    // A name listed twice is a usage error, not silently deduplicated.
+    std::fs::write(env.path("spec.yaml"), SPEC).unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base,base"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("listed twice"), "{}", stderr(&o));
+}
+
+#[test]
+fn record_cannot_overwrite_the_evals_own_outputs() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    for name in ["results.jsonl", "summary.json", "report.md", "report.html"] {
+        // Fresh --out (does not exist yet) and a relative spelling of the same path.
+        let o = env
+            .cmd()
+            .current_dir(env.path(""))
+            .args(["--variants", "base", "--record"])
+            .arg(format!("./out/../out/{name}"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
+        assert!(!env.path("out/results.jsonl").exists());
+    }
+    // After a run, with --resume: still refused, and the results are untouched.
+    let o = env.cmd().args(["--variants", "base"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let before = std::fs::read(env.path("out/results.jsonl")).unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume", "--record"])
+        .arg(env.path("out/summary.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        before,
+        std::fs::read(env.path("out/results.jsonl")).unwrap()
+    );
+}
+
+#[test]
+fn one_question_never_gives_a_significant_verdict_or_trips_the_gate() {
+    let env = Env::new(
+        json!({"say": vec!["no executable is produced"; 50]}),
+        &many(1),
+    );
+    let o = env
+        .cmd()
+        .args(["--variants", "base,bad", "--fail-if-worse", "bad"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = env.summary();
+    for m in s["comparisons"][0]["metrics"].as_array().unwrap() {
+        assert_eq!(m["verdict"], "insufficient data", "{m}");
+    }
+    assert_eq!(s["gates"][0]["passed"], true);
+    assert!(
+        s["gates"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("insufficient data"),
+        "{}",
+        s["gates"][0]
+    );
+    let md = std::fs::read_to_string(env.path("out/report.md")).unwrap();
+    assert!(md.contains("insufficient data"), "{md}");
+}
+
+#[test]
+fn resume_with_retry_failed_reruns_failed_pairs_and_keeps_one_row_per_pair() {
+    let fixture = json!({"say": [{"error": "provider exploded"}, "fine", "fine"]});
+    let env = Env::new(fixture, &tiny());
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--concurrency", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        env.rows()
+            .iter()
+            .filter(|r| r["status"] == "failed")
+            .count(),
+        1
+    );
+    // Without --resume the flag is a usage error; plain --resume keeps the failed row.
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--retry-failed"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::write(
+        env.path("fixture.json"),
+        json!({"say": vec!["fine"; 10]}).to_string(),
+    )
+    .unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(env.rows().len(), 3);
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume", "--retry-failed"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("1 new run(s), 2 resumed"));
+    let rows = env.rows();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let pairs: std::collections::HashSet<(String, String)> = rows
+        .iter()
+        .map(|r| (r["variant"].to_string(), r["id"].to_string()))
+        .collect();
+    assert_eq!(pairs.len(), 3);
+    assert!(rows.iter().all(|r| r["status"] != "failed"), "{rows:?}");
+    assert!(close(&metric(&env.summary(), "base", "failed"), 0.0));
+}
+
+#[test]
+fn a_report_that_cannot_be_written_does_not_stop_the_others() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::create_dir_all(env.path("out/report.md")).unwrap();
+    let o = env.cmd().args(["--variants", "base"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.lines()
+            .any(|l| l.starts_with("ragloop eval: cannot write") && l.contains("report.md")),
+        "{e}"
+    );
+    assert!(
+        !e.contains("nothing was evaluated") && !e.contains("no report was written"),
+        "{e}"
+    );
+    assert!(env.path("out/report.html").is_file());
+    assert!(env.path("out/summary.json").is_file());
+    assert_eq!(env.rows().len(), 3);
+}
+
+#[test]
+fn failures_before_running_carry_the_prefix() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    std::fs::write(env.path("afile"), "x").unwrap();
+    let o = env
+        .cmd_in("afile/sub")
+        .args(["--variants", "base"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.starts_with("ragloop eval: cannot create"), "{e}");
+    // A corrupt row in the middle of results.jsonl, with --resume.
+    std::fs::create_dir_all(env.path("out")).unwrap();
+    std::fs::write(env.path("out/results.jsonl"), "{}\n{}\n").unwrap();
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("ragloop eval: ") && e.contains("results.jsonl:1: not a result row"),
+        "{e}"
+    );
+}
+
+#[test]
+fn html_tables_follow_the_variant_order_and_list_every_kind_column() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    let o = env
+        .cmd()
+        .args(["--concurrency", "1", "--variants", "strict,base"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(env.path("out/report.html")).unwrap();
+    let by_kind = html
+        .split("<h2>By question kind</h2>")
+        .nth(1)
+        .unwrap()
+        .split("<h2>")
+        .next()
+        .unwrap();
+    assert!(by_kind.contains("declined_<wbr>answerable"), "{by_kind}");
+    assert!(by_kind.contains("declined_<wbr>unanswerable"), "{by_kind}");
+    // Every run: per question, `strict` (listed first) before `base`.
+    let runs = html.split("<h2>Every run</h2>").nth(1).unwrap();
+    for id in ["q1", "q2", "q3"] {
+        let strict = runs.find(&format!("<td>{id}</td><td>strict</td>")).unwrap();
+        let base = runs.find(&format!("<td>{id}</td><td>base</td>")).unwrap();
+        assert!(strict < base, "{id}");
+    }
 }

@@ -1,8 +1,8 @@
 //! `ragloop eval SPEC --dataset FILE.jsonl`: every question under every variant, with
 //! reports and CI gates (see `ragloop::eval` and docs/eval.md).
 //!
-//! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, or the spec /
-//! resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
+//! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, a report could
+//! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
 //! (reports are written in every case where runs happened).
 use ragloop::eval::{run_eval, EvalConfig, EvalError};
 use std::io::IsTerminal;
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop eval`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 ok, 1 a run failed or a dataset line was skipped (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
+    after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
 )]
 pub struct EvalArgs {
     /// The spec file.
@@ -34,6 +34,9 @@ pub struct EvalArgs {
     /// Continue an interrupted eval in --out: completed pairs are skipped.
     #[arg(long)]
     pub resume: bool,
+    /// With --resume: run the failed pairs again (their rows are replaced).
+    #[arg(long, requires = "resume")]
+    pub retry_failed: bool,
     /// Refuse to run anything when a dataset line is bad.
     #[arg(long)]
     pub strict: bool,
@@ -84,19 +87,29 @@ pub fn run(args: EvalArgs) -> ExitCode {
         return ExitCode::from(super::EXIT_USAGE);
     }
     if let Some(rec) = &record_to {
-        let same = |other: &std::path::Path| matches!((rec.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
-        if let Some(p) = inputs
+        let outputs: Vec<PathBuf> = [
+            ragloop::eval::files::RESULTS,
+            ragloop::eval::files::SUMMARY,
+            ragloop::eval::files::REPORT_MD,
+            ragloop::eval::files::REPORT_HTML,
+        ]
+        .iter()
+        .map(|f| out.join(f))
+        .collect();
+        let protected = inputs
             .iter()
-            .copied()
-            .chain(args.calls.replay.as_deref())
-            .find(|p| same(p))
-        {
-            eprintln!(
-                "ragloop eval: --record {} would overwrite {}, an input of this eval",
-                rec.display(),
-                p.display()
-            );
-            return ExitCode::from(super::EXIT_USAGE);
+            .map(|p| (*p, "an input"))
+            .chain(args.calls.replay.as_deref().map(|p| (p, "an input")))
+            .chain(outputs.iter().map(|p| (p.as_path(), "an output")));
+        for (p, role) in protected {
+            if same_file(rec, p) {
+                eprintln!(
+                    "ragloop eval: --record {} would overwrite {}, {role} of this eval",
+                    rec.display(),
+                    p.display()
+                );
+                return ExitCode::from(super::EXIT_USAGE);
+            }
         }
     }
     let cfg = EvalConfig {
@@ -106,6 +119,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         concurrency: usize::from(args.concurrency),
         out,
         resume: args.resume,
+        retry_failed: args.retry_failed,
         strict: args.strict,
         fail_under: args.fail_under,
         fail_over: args.fail_over,
@@ -132,11 +146,17 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ExitCode::from(super::EXIT_USAGE)
         }
         Err(EvalError::Failed(m)) => {
-            eprint!("{m}");
-            if !m.ends_with('\n') {
-                eprintln!();
+            // Rendered diagnostics (several lines, with their own `error[...]`
+            // headers) are printed as they are; a one-line message gets the prefix.
+            if m.trim_end().contains('\n') {
+                eprint!("{m}");
+                if !m.ends_with('\n') {
+                    eprintln!();
+                }
+            } else {
+                eprintln!("ragloop eval: {}", m.trim_end());
             }
-            eprintln!("ragloop eval: nothing was evaluated");
+            eprintln!("ragloop eval: no report was written");
             ExitCode::from(1)
         }
         Ok(o) => {
@@ -176,7 +196,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             let code = o.exit_code();
             if o.failed_runs > 0 {
                 eprintln!(
-                    "ragloop eval: {} run(s) failed (see report.md, section Failed runs)",
+                    "ragloop eval: {} run(s) failed (see the Failed runs section of report.md or report.html)",
                     o.failed_runs
                 );
             }
@@ -186,10 +206,45 @@ pub fn run(args: EvalArgs) -> ExitCode {
                     s.dataset_errors.len()
                 );
             }
+            for e in &o.report_errors {
+                eprintln!("ragloop eval: {e}");
+            }
             for g in s.gates.iter().filter(|g| !g.passed) {
                 eprintln!("ragloop eval: gate failed: {}: {}", g.gate, g.reason);
             }
             ExitCode::from(code)
         }
     }
+}
+
+/// Whether two paths name the same file, also when neither exists yet: the longest
+/// existing ancestor is resolved (symlinks included) and the rest appended with `.`
+/// and `..` applied.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    fn resolve(p: &std::path::Path) -> Option<PathBuf> {
+        use std::path::Component;
+        let abs = std::env::current_dir().ok()?.join(p);
+        if let Ok(c) = abs.canonicalize() {
+            return Some(c);
+        }
+        let mut out = PathBuf::new();
+        let mut resolved = true;
+        for c in abs.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+            if resolved {
+                match out.canonicalize() {
+                    Ok(c) => out = c,
+                    Err(_) => resolved = false,
+                }
+            }
+        }
+        Some(out)
+    }
+    matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
 }

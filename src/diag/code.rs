@@ -87,8 +87,9 @@ codes! {
     /// `END` and `START` are reserved and cannot name a node: `END` is the terminal
     /// every run finishes at, `START` marks the entry in exported graphs. Node names
     /// must also be identifiers (`[A-Za-z_][A-Za-z0-9_-]*`), since variants address
-    /// nodes by dotted paths.
-    ReservedName = "E027", "reserved or invalid node name";
+    /// nodes by dotted paths. `base` cannot name a variant: `ragloop eval` uses it for
+    /// the spec without any variant.
+    ReservedName = "E027", "reserved or invalid node or variant name";
     /// `output.answer` or `output.documents` names a field the state lacks, or
     /// `output.fallback` names a node that does not exist.
     UnknownOutput = "E028", "output names an unknown field or node";

@@ -3,7 +3,7 @@
 //!
 //! Field types: `id` a non-empty string (or an integer, kept as its decimal text),
 //! `question` and `answer` strings (`question` non-empty), `must_contain` and
-//! `sources` lists of strings, `kind` a string (`direct`, `paraphrase`, `multi_hop`,
+//! `sources` lists of non-empty strings, `kind` a non-empty string (`direct`, `paraphrase`, `multi_hop`,
 //! `unanswerable` in the shipped set; any other name is accepted and reported as its
 //! own kind). `unanswerable` is the kind whose questions should be declined.
 //! Unknown keys are ignored. Blank lines are skipped; a UTF-8 byte-order mark is
@@ -67,10 +67,13 @@ fn string_list(m: &Map<String, Value>, key: &str) -> Result<Vec<String>, String>
         Some(Value::Array(a)) => a
             .iter()
             .enumerate()
-            .map(|(i, v)| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("`{key}[{i}]` must be a string, found {}", type_name(v)))
+            .map(|(i, v)| match v.as_str() {
+                Some(s) if s.trim().is_empty() => Err(format!("`{key}[{i}]` is empty")),
+                Some(s) => Ok(s.to_string()),
+                None => Err(format!(
+                    "`{key}[{i}]` must be a string, found {}",
+                    type_name(v)
+                )),
             })
             .collect(),
         Some(v) => Err(format!(
@@ -104,7 +107,7 @@ pub fn type_name(v: &Value) -> &'static str {
 ///
 /// # Errors
 /// What is wrong with the line (not JSON, not an object, a missing field, a field of
-/// the wrong type, an empty id or question).
+/// the wrong type, an empty id, question, kind, or `must_contain` / `sources` entry).
 pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let Value::Object(m) = v else {
@@ -115,7 +118,17 @@ pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(Value::String(_)) => return Err("`id` is empty".into()),
         Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
-        Some(v) => return Err(format!("`id` must be a string, found {}", type_name(v))),
+        Some(Value::Number(n)) => {
+            return Err(format!(
+                "`id` must be a string or an integer, found the number {n}"
+            ))
+        }
+        Some(v) => {
+            return Err(format!(
+                "`id` must be a string or an integer, found {}",
+                type_name(v)
+            ))
+        }
     };
     let question = string(&m, "question")?;
     if question.trim().is_empty() {
@@ -125,7 +138,15 @@ pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
         answer: string(&m, "answer").map_err(|e| format!("`{id}`: {e}"))?,
         must_contain: string_list(&m, "must_contain").map_err(|e| format!("`{id}`: {e}"))?,
         sources: string_list(&m, "sources").map_err(|e| format!("`{id}`: {e}"))?,
-        kind: string(&m, "kind").map_err(|e| format!("`{id}`: {e}"))?,
+        kind: string(&m, "kind")
+            .and_then(|k| {
+                if k.trim().is_empty() {
+                    Err("`kind` is empty".into())
+                } else {
+                    Ok(k)
+                }
+            })
+            .map_err(|e| format!("`{id}`: {e}"))?,
         id,
         question,
         line: lineno,
@@ -213,6 +234,41 @@ mod tests {
         assert!(ds.errors[2]
             .message
             .contains("`must_contain` must be a list of strings, found a string"));
+    }
+
+    #[test]
+    fn empty_strings_and_fractional_ids_are_refused() {
+        for (line, want) in [
+            (
+                GOOD.replace(r#"["x"]"#, r#"["x", ""]"#),
+                "`must_contain[1]` is empty",
+            ),
+            (
+                GOOD.replace(r#"["book/a.html"]"#, r#"[" "]"#),
+                "`sources[0]` is empty",
+            ),
+            (GOOD.replace(r#""direct""#, r#""""#), "`kind` is empty"),
+            (
+                GOOD.replace(r#""id": "a""#, r#""id": 5.5"#),
+                "`id` must be a string or an integer, found the number 5.5",
+            ),
+            (
+                GOOD.replace(r#""id": "a""#, r#""id": true"#),
+                "`id` must be a string or an integer, found a boolean",
+            ),
+        ] {
+            let first = GOOD.replace(r#""id": "a""#, r#""id": "z""#);
+            let ds = parse(&format!("{first}\n{line}\n")).unwrap();
+            assert_eq!(ds.errors.len(), 1, "{line}");
+            assert_eq!(ds.errors[0].line, 2);
+            assert!(
+                ds.errors[0].message.contains(want),
+                "{}",
+                ds.errors[0].message
+            );
+        }
+        let ds = parse(&GOOD.replace(r#""id": "a""#, r#""id": 5"#)).unwrap();
+        assert_eq!(ds.items[0].id, "5");
     }
 
     #[test]

@@ -8,10 +8,13 @@
 //!   `failed`, `loop_bound`...).
 //! - `--fail-if-worse VARIANT`: fails when VARIANT is significantly worse than `base`
 //!   (verdict `worse`, α = 0.05) on a primary metric: `must_contain` (McNemar),
-//!   `f1` and `recall_final` (bootstrap CI of the paired difference).
+//!   `f1` and `recall_final` (bootstrap CI of the paired difference). A metric with
+//!   fewer than [`MIN_PAIRED`] paired questions has the verdict `insufficient data`
+//!   and does not trip the gate (its one-line reason says so).
 use super::metrics::METRICS;
 use super::runner::BASE;
-use super::summary::{gate_metric_names, GateOutcome, Summary};
+use super::stats::MIN_PAIRED;
+use super::summary::{gate_metric_names, GateOutcome, Summary, INSUFFICIENT};
 
 /// A parsed gate.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,7 +40,8 @@ pub enum Gate {
 /// against the evaluated variants.
 ///
 /// # Errors
-/// A usage message naming the flag and what is wrong.
+/// A usage message naming the flag and what is wrong (unknown metric or variant, not
+/// a number, a share metric bounded outside 0..1).
 pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, String> {
     let flag = if over { "--fail-over" } else { "--fail-under" };
     let (lhs, v) = arg
@@ -68,6 +72,14 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, S
         .ok()
         .filter(|x: &f64| x.is_finite())
         .ok_or_else(|| format!("`{flag} {arg}`: `{}` is not a number", v.trim()))?;
+    if super::metrics::is_share(metric) {
+        let low = if metric == "recall_gain" { -1.0 } else { 0.0 };
+        if !(low..=1.0).contains(&value) {
+            return Err(format!(
+                "`{flag} {arg}`: {metric} is a share from {low} to 1, not a percentage (e.g. {metric}=0.3 for 30%)"
+            ));
+        }
+    }
     Ok(Gate::Bound {
         text: format!("{flag} {arg}"),
         variant,
@@ -152,16 +164,20 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                     (c.a == BASE && c.b == *v) || (c.b == BASE && c.a == *v)
                 });
                 let mut worse = Vec::new();
+                let mut thin = Vec::new();
                 if let Some(c) = cmp {
                     // Verdicts describe `b`; flip them when the variant is `a`.
                     let variant_is_b = c.b == *v;
                     for m in &c.metrics {
                         let primary = METRICS.iter().any(|d| d.name == m.metric && d.primary);
                         let bad = if variant_is_b { "worse" } else { "better" };
+                        if primary && m.verdict == INSUFFICIENT {
+                            thin.push(format!("{} (n = {})", m.metric, m.n));
+                        }
                         if primary && m.verdict == bad {
                             let diff = m.diff.unwrap_or(0.0) * if variant_is_b { 1.0 } else { -1.0 };
                             let detail = match (&m.mcnemar, m.ci) {
-                                (Some(t), _) => format!("McNemar p = {:.4}", t.p),
+                                (Some(t), _) => format!("McNemar p = {}", super::report_md::show_p(t.p)),
                                 (None, Some([lo, hi])) if variant_is_b => {
                                     format!("95% CI [{}, {}]", fmt(lo), fmt(hi))
                                 }
@@ -177,7 +193,12 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                 GateOutcome {
                     gate: format!("--fail-if-worse {v}"),
                     passed: worse.is_empty(),
-                    reason: if worse.is_empty() {
+                    reason: if worse.is_empty() && !thin.is_empty() {
+                        format!(
+                            "{v} vs base: insufficient data to judge {} (fewer than {MIN_PAIRED} paired questions); not counted as worse",
+                            thin.join(", ")
+                        )
+                    } else if worse.is_empty() {
                         format!("{v} is not significantly worse than base on must_contain, f1, recall_final")
                     } else {
                         format!("{v} is significantly worse than base: {}", worse.join(", "))

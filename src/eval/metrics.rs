@@ -206,6 +206,25 @@ pub fn metric(name: &str) -> Option<&'static MetricDef> {
     METRICS.iter().find(|m| m.name == name)
 }
 
+/// Whether a metric is a share (a value in 0..1, shown as a percentage; `recall_gain`
+/// is a difference of shares, in −1..1): binary metrics, `must_contain_terms`, `f1`,
+/// recall and precision.
+pub fn is_share(name: &str) -> bool {
+    metric(name).is_some_and(|d| {
+        d.kind == Kind::Binary
+            || matches!(
+                d.name,
+                "must_contain_terms"
+                    | "f1"
+                    | "recall_first"
+                    | "recall_final"
+                    | "recall_gain"
+                    | "precision_first"
+                    | "precision_final"
+            )
+    })
+}
+
 /// Per-question metrics stored in each results.jsonl row (`metrics` key).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RowMetrics {

@@ -46,6 +46,9 @@ pub struct EvalConfig {
     pub out: PathBuf,
     /// Skip pairs already in `out/results.jsonl`.
     pub resume: bool,
+    /// With `resume`: rerun the pairs whose row is `failed` (their rows are removed
+    /// from results.jsonl first, atomically, so there is still one row per pair).
+    pub retry_failed: bool,
     /// Refuse to run when a dataset line is bad.
     pub strict: bool,
     /// `--fail-under` arguments.
@@ -112,13 +115,18 @@ pub struct Outcome {
     pub failed_runs: usize,
     /// Warnings to show (a torn line dropped, bad dataset lines).
     pub warnings: Vec<String>,
+    /// Reports that could not be written (the others were), one message each.
+    pub report_errors: Vec<String>,
 }
 
 impl Outcome {
-    /// Exit status: 1 when a dataset line was skipped or a run failed, else
-    /// [`EXIT_GATE`] when a gate failed, else 0.
+    /// Exit status: 1 when a dataset line was skipped, a run failed or a report could
+    /// not be written, else [`EXIT_GATE`] when a gate failed, else 0.
     pub fn exit_code(&self) -> u8 {
-        if self.failed_runs > 0 || !self.summary.dataset_errors.is_empty() {
+        if self.failed_runs > 0
+            || !self.summary.dataset_errors.is_empty()
+            || !self.report_errors.is_empty()
+        {
             1
         } else if self.summary.gates.iter().any(|g| !g.passed) {
             EXIT_GATE
@@ -141,24 +149,54 @@ pub mod files {
 }
 
 /// Writes summary.json, report.md and report.html into `dir` (each written to a
-/// temporary file then renamed, so a reader never sees half a report).
+/// temporary file then renamed, so a reader never sees half a report). A report
+/// that cannot be written does not stop the others.
 ///
 /// # Errors
-/// A message naming the file.
-pub fn write_reports(dir: &Path, s: &summary::Summary, rows: &[store::Row]) -> Result<(), String> {
-    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+/// One message per report that could not be written, naming the file and the reason.
+pub fn write_reports(
+    dir: &Path,
+    s: &summary::Summary,
+    rows: &[store::Row],
+) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    let json = match serde_json::to_string_pretty(s) {
+        Ok(j) => Some(j + "\n"),
+        Err(e) => {
+            errors.push(format!(
+                "cannot write {}: {e}",
+                dir.join(files::SUMMARY).display()
+            ));
+            None
+        }
+    };
     for (name, text) in [
-        (files::SUMMARY, json + "\n"),
-        (files::REPORT_MD, report_md::render(s, rows)),
-        (files::REPORT_HTML, report_html::render(s, rows)),
+        (files::SUMMARY, json),
+        (files::REPORT_MD, Some(report_md::render(s, rows))),
+        (files::REPORT_HTML, Some(report_html::render(s, rows))),
     ] {
+        let Some(text) = text else { continue };
         let path = dir.join(name);
         let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+            let _ = std::fs::remove_file(&tmp);
+            errors.push(format!("cannot write {}: {e}", path.display()));
+        }
     }
-    Ok(())
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// A progress-bar rate with one decimal (e.g. `246.4/s`).
+fn rate_text(per_sec: f64) -> String {
+    if per_sec.is_finite() {
+        format!("{per_sec:.1}/s")
+    } else {
+        "-/s".into()
+    }
 }
 
 /// Runs a whole eval: checks every argument, runs the missing pairs, writes the
@@ -201,6 +239,11 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     for v in &cfg.fail_if_worse {
         gate_list.push(gates::parse_not_worse(v, &variants).map_err(EvalError::Usage)?);
     }
+    if cfg.retry_failed && !cfg.resume {
+        return Err(EvalError::Usage(
+            "--retry-failed needs --resume (it reruns the failed pairs of an earlier eval)".into(),
+        ));
+    }
     if cfg.out.exists() && !cfg.out.is_dir() {
         return Err(EvalError::Usage(format!(
             "--out {}: not a directory",
@@ -239,6 +282,25 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     } else {
         store::Existing::default()
     };
+    let mut existing = existing;
+    if cfg.retry_failed {
+        let before = existing.rows.len();
+        let ids: HashSet<&str> = ds.items.iter().map(|i| i.id.as_str()).collect();
+        existing.rows.retain(|r| {
+            !(r.status == Status::Failed
+                && variants.contains(&r.variant)
+                && ids.contains(r.id.as_str()))
+        });
+        let dropped = before - existing.rows.len();
+        if dropped > 0 || existing.duplicates > 0 {
+            store::rewrite(&results_path, &existing.rows).map_err(EvalError::Failed)?;
+        }
+        if dropped > 0 {
+            warnings.push(format!(
+                "--retry-failed: running {dropped} failed pair(s) again"
+            ));
+        }
+    }
     if let Some(n) = existing.torn_bytes {
         warnings.push(format!(
             "{}: dropped a torn last line ({n} bytes) left by an interrupted eval",
@@ -259,9 +321,15 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         let b = indicatif::ProgressBar::new(todo as u64);
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} eval [{bar:30}] {pos}/{len} runs {per_sec} eta {eta} {msg}",
+                "{spinner} eval [{bar:30}] {pos}/{len} runs {rate} eta {eta} {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .with_key(
+                "rate",
+                |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{}", rate_text(s.per_sec()));
+                },
+            )
             .progress_chars("=> "),
         );
         b
@@ -287,7 +355,12 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     .await;
     let run_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    let new = new.map_err(EvalError::Failed)?;
+    let new = new.map_err(|e| {
+        EvalError::Failed(format!(
+            "{e}; the rows written before it are in {}: rerun with --resume",
+            results_path.display()
+        ))
+    })?;
     let new_rows = new.len();
     let mut rows = existing.rows;
     rows.extend(new);
@@ -305,8 +378,11 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         &rows,
     );
     summary.gates = gates::check(&gate_list, &summary);
-    write_reports(&cfg.out, &summary, &rows).map_err(EvalError::Failed)?;
+    let report_errors = write_reports(&cfg.out, &summary, &rows)
+        .err()
+        .unwrap_or_default();
     Ok(Outcome {
+        report_errors,
         summary,
         new_rows,
         resumed_rows,
@@ -314,4 +390,13 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         failed_runs,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn progress_rate_has_one_decimal() {
+        assert_eq!(super::rate_text(246.413_6), "246.4/s");
+        assert_eq!(super::rate_text(f64::INFINITY), "-/s");
+    }
 }

@@ -1,10 +1,10 @@
 //! report.html: one self-contained file (inline CSS and SVG, no script, no external
 //! resource) with the summary's plots and tables and every row. Every string that
 //! comes from the dataset, the spec or a run is HTML-escaped.
-use super::report_md::{show, show_ci, show_diff, LOOP, QUALITY};
+use super::report_md::{show, show_ci, show_diff, show_p, BY_KIND, LOOP, QUALITY};
 use super::store::Row;
 use super::summary::Summary;
-use super::svg::{box_plots, esc, grouped_bars, Bar, BoxData};
+use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};
 use std::fmt::Write;
 
 const STYLE: &str =
@@ -18,7 +18,9 @@ h2{margin-top:32px;border-bottom:1px solid #ddd}.fail{color:#b00;font-weight:bol
 fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
     out.push_str("<div class=\"wrap\"><table><thead><tr>");
     for h in head {
-        let _ = write!(out, "<th>{}</th>", esc(h));
+        // Long metric names may break after their underscores, so the wide tables
+        // fit a 1200 px page without scrolling.
+        let _ = write!(out, "<th>{}</th>", esc(h).replace('_', "_<wbr>"));
     }
     out.push_str("</tr></thead><tbody>");
     for r in rows {
@@ -38,6 +40,10 @@ fn pct_tick(v: f64) -> String {
 /// Renders report.html.
 pub fn render(s: &Summary, rows: &[Row]) -> String {
     let mut o = String::new();
+    let failed: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.status == crate::runtime::Status::Failed)
+        .collect();
     let _ = write!(
         o,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ragloop eval: {}</title><style>{STYLE}</style></head><body>",
@@ -45,12 +51,20 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     );
     let _ = write!(
         o,
-        "<h1>ragloop eval</h1><p>Spec <code>{}</code>, dataset <code>{}</code>: {} question(s), {} bad line(s); variants: {}.</p>",
+        "<h1>ragloop eval</h1><p>Spec <code>{}</code>, dataset <code>{}</code>: {} question(s), {} bad line(s); variants: {}; {}.</p>",
         esc(&s.spec),
         esc(&s.dataset),
         s.questions,
         s.dataset_errors.len(),
-        esc(&s.variants.join(", "))
+        esc(&s.variants.join(", ")),
+        if failed.is_empty() {
+            "no failed run".to_string()
+        } else {
+            format!(
+                "<a class=\"fail\" href=\"#failed\">{} failed run(s)</a>",
+                failed.len()
+            )
+        }
     );
     if !s.gates.is_empty() {
         o.push_str("<h2>Gates</h2><ul>");
@@ -138,7 +152,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         "Iterations per question (number of questions)",
         &hist,
         &series,
-        max_count as f64,
+        count_axis_max(max_count),
         |v| format!("{v:.0}"),
     ));
     // Per-iteration recall.
@@ -228,15 +242,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .collect();
     table(&mut o, &head, &rl);
     o.push_str("<h2>By question kind</h2>");
-    let cols = [
-        "must_contain",
-        "f1",
-        "recall_first",
-        "recall_final",
-        "iterations",
-        "fallback",
-        "declined_unanswerable",
-    ];
+    let cols = BY_KIND;
     let mut head = vec!["variant / kind", "n"];
     head.extend(cols);
     let mut rk = Vec::new();
@@ -249,7 +255,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     }
     table(&mut o, &head, &rk);
     if !s.comparisons.is_empty() {
-        o.push_str("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05.</p>");
+        o.push_str(&format!("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05; “insufficient data” below {} paired questions.</p>", super::stats::MIN_PAIRED));
         for c in &s.comparisons {
             let _ = write!(o, "<h3>{} (b) vs {} (a)</h3>", esc(&c.b), esc(&c.a));
             let rows: Vec<Vec<String>> = c
@@ -263,8 +269,9 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
                         show(&m.metric, m.mean_b),
                         show_diff(&m.metric, m.diff),
                         show_ci(&m.metric, m.ci),
-                        m.mcnemar
-                            .map_or("-".into(), |t| format!("{:.4} (b={}, c={})", t.p, t.b, t.c)),
+                        m.mcnemar.map_or("-".into(), |t| {
+                            format!("{} (b={}, c={})", show_p(t.p), t.b, t.c)
+                        }),
                         m.verdict.clone(),
                     ]
                 })
@@ -294,9 +301,25 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             .collect();
         table(&mut o, &["line", "problem"], &rows);
     }
+    if !failed.is_empty() {
+        let _ = write!(o, "<h2 id=\"failed\">Failed runs ({})</h2>", failed.len());
+        let rows: Vec<Vec<String>> = failed
+            .iter()
+            .map(|r| {
+                vec![
+                    r.variant.clone(),
+                    r.id.clone(),
+                    r.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        table(&mut o, &["variant", "id", "error"], &rows);
+    }
     o.push_str("<h2>Every run</h2>");
+    // By question, then variants in evaluation order (not by name).
+    let order = |v: &str| s.variants.iter().position(|x| x == v).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| (&a.id, &a.variant).cmp(&(&b.id, &b.variant)));
+    sorted.sort_by(|a, b| (&a.id, order(&a.variant)).cmp(&(&b.id, order(&b.variant))));
     o.push_str("<div class=\"wrap\"><table><thead><tr><th>id</th><th>variant</th><th>kind</th><th>status</th><th>iter.</th><th>must_contain</th><th>F1</th><th>recall per pass</th><th>ms</th><th>answer / error</th></tr></thead><tbody>");
     for r in sorted {
         let recall: Vec<String> = r

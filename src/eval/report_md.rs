@@ -1,5 +1,4 @@
 //! report.md: the summary as Markdown tables.
-use super::metrics::{metric, Kind};
 use super::store::Row;
 use super::summary::{Aggregate, Summary};
 use std::fmt::Write;
@@ -21,30 +20,39 @@ pub(super) fn show(name: &str, v: Option<f64>) -> String {
     }
 }
 
-/// Whether a metric is a 0..1 share shown as a percentage.
+/// Whether a metric is a 0..1 share shown as a percentage (see
+/// [`super::metrics::is_share`]).
 pub(super) fn is_share(name: &str) -> bool {
-    metric(name).is_some_and(|d| {
-        d.kind == Kind::Binary
-            || matches!(
-                d.name,
-                "must_contain_terms"
-                    | "f1"
-                    | "recall_first"
-                    | "recall_final"
-                    | "recall_gain"
-                    | "precision_first"
-                    | "precision_final"
-            )
-    })
+    super::metrics::is_share(name)
 }
 
 /// Formats a signed difference (percentage points for shares).
 pub(super) fn show_diff(name: &str, v: Option<f64>) -> String {
     let Some(x) = v else { return "-".into() };
     if is_share(name) {
-        format!("{:+.1} pp", 100.0 * x)
+        format!("{} pp", signed(100.0 * x, 1))
     } else {
-        format!("{x:+.2}")
+        signed(x, 2)
+    }
+}
+
+/// `x` with an explicit sign and `decimals` decimals; a value that rounds to zero is
+/// `+0.0`, never `-0.0`.
+pub(super) fn signed(x: f64, decimals: usize) -> String {
+    let s = format!("{x:+.decimals$}");
+    if s[1..].chars().all(|c| c == '0' || c == '.') {
+        format!("+{}", &s[1..])
+    } else {
+        s
+    }
+}
+
+/// A p-value with 4 decimals; below 0.0001 it is `<0.0001` (never `0.0000`).
+pub(super) fn show_p(p: f64) -> String {
+    if p < 1e-4 {
+        "<0.0001".into()
+    } else {
+        format!("{p:.4}")
     }
 }
 
@@ -52,8 +60,10 @@ pub(super) fn show_diff(name: &str, v: Option<f64>) -> String {
 pub(super) fn show_ci(name: &str, ci: Option<[f64; 2]>) -> String {
     match ci {
         None => "-".into(),
-        Some([lo, hi]) if is_share(name) => format!("[{:+.1}, {:+.1}] pp", 100.0 * lo, 100.0 * hi),
-        Some([lo, hi]) => format!("[{lo:+.2}, {hi:+.2}]"),
+        Some([lo, hi]) if is_share(name) => {
+            format!("[{}, {}] pp", signed(100.0 * lo, 1), signed(100.0 * hi, 1))
+        }
+        Some([lo, hi]) => format!("[{}, {}]", signed(lo, 2), signed(hi, 2)),
     }
 }
 
@@ -75,6 +85,18 @@ pub(super) const QUALITY: &[&str] = &[
     "recall_gain",
     "precision_first",
     "precision_final",
+    "declined_unanswerable",
+    "declined_answerable",
+];
+
+/// Columns of the by-kind table (both reports).
+pub(super) const BY_KIND: &[&str] = &[
+    "must_contain",
+    "f1",
+    "recall_first",
+    "recall_final",
+    "iterations",
+    "fallback",
     "declined_unanswerable",
     "declined_answerable",
 ];
@@ -181,16 +203,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     );
 
     let _ = writeln!(out, "## By question kind\n");
-    let kind_cols = [
-        "must_contain",
-        "f1",
-        "recall_first",
-        "recall_final",
-        "iterations",
-        "fallback",
-        "declined_unanswerable",
-        "declined_answerable",
-    ];
+    let kind_cols = BY_KIND;
     let mut k_rows = Vec::new();
     for (v, r) in &s.results {
         for (k, a) in &r.by_kind {
@@ -199,7 +212,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             k_rows.push(row);
         }
     }
-    table(&mut out, &heads("variant / kind", &kind_cols), &k_rows);
+    table(&mut out, &heads("variant / kind", kind_cols), &k_rows);
 
     let _ = writeln!(out, "## Iterations histogram\n");
     let max_it = s
@@ -231,8 +244,9 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     if !s.comparisons.is_empty() {
         let _ = writeln!(
             out,
-            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05.\n",
-            super::stats::RESAMPLES
+            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05; `insufficient data` below {} paired questions.\n",
+            super::stats::RESAMPLES,
+            super::stats::MIN_PAIRED
         );
         for c in &s.comparisons {
             let _ = writeln!(out, "### {} (b) vs {} (a)\n", c.b, c.a);
@@ -249,8 +263,8 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
                         show_ci(&m.metric, m.ci),
                         m.mcnemar.map_or("-".into(), |t| {
                             format!(
-                                "{:.4} (b={}, c={}{})",
-                                t.p,
+                                "{} (b={}, c={}{})",
+                                show_p(t.p),
                                 t.b,
                                 t.c,
                                 if t.exact { ", exact" } else { "" }
@@ -328,4 +342,20 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_negative_zero_and_tiny_p_values() {
+        assert_eq!(signed(-0.0004, 1), "+0.0");
+        assert_eq!(signed(-0.0, 2), "+0.00");
+        assert_eq!(signed(-0.06, 1), "-0.1");
+        assert_eq!(show_ci("f1", Some([-0.000_01, 0.029])), "[+0.0, +2.9] pp");
+        assert_eq!(show_diff("iterations", Some(-0.001)), "+0.00");
+        assert_eq!(show_p(0.000_01), "<0.0001");
+        assert_eq!(show_p(0.5), "0.5000");
+    }
 }

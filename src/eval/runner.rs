@@ -71,6 +71,17 @@ impl CallLayers {
 /// # Errors
 /// [`LoadError`] when the spec does not load.
 pub fn spec_variants(spec: &Path) -> Result<Vec<String>, LoadError> {
+    // `base` names the spec without a variant: a variant of that name would be
+    // ambiguous (validation rejects it with E027; say so as a usage error first).
+    let mut sources = crate::spec::source::Sources::new();
+    if let Ok(ls) = crate::spec::load_spec(spec, &mut sources) {
+        if ls.spec.variants.contains_key(BASE) {
+            return Err(LoadError::Usage(format!(
+                "{}: a variant is named `{BASE}`, which is reserved for the spec without any variant (E027); rename it",
+                spec.display()
+            )));
+        }
+    }
     let base = load_program(spec, None, &[])?;
     Ok(std::iter::once(BASE.to_string())
         .chain(base.loaded.spec.variants.keys().cloned())
@@ -78,11 +89,11 @@ pub fn spec_variants(spec: &Path) -> Result<Vec<String>, LoadError> {
 }
 
 /// Resolves `--variants`: `None` is `base` followed by every variant of the spec;
-/// otherwise the listed names in order (`base` only when listed), duplicates
-/// removed.
+/// otherwise the listed names in order (`base` only when listed).
 ///
 /// # Errors
-/// [`LoadError::Usage`] naming an unknown variant and the known ones;
+/// [`LoadError::Usage`] naming an unknown variant and the known ones, a name
+/// listed twice, or a spec variant named `base`;
 /// [`LoadError::Invalid`]/[`LoadError::Compile`] when the spec does not load.
 pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<String>, LoadError> {
     let known = spec_variants(spec)?;
@@ -102,9 +113,12 @@ pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<St
                 known.join(", ")
             )));
         }
-        if !out.iter().any(|o| o == w) {
-            out.push(w.to_string());
+        if out.iter().any(|o| o == w) {
+            return Err(LoadError::Usage(format!(
+                "--variants: `{w}` is listed twice"
+            )));
         }
+        out.push(w.to_string());
     }
     if out.is_empty() {
         return Err(LoadError::Usage("--variants: no variant named".into()));

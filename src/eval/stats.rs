@@ -6,7 +6,9 @@
 //!   (1993, "An Introduction to the Bootstrap", ch. 13): resample the n values with
 //!   replacement [`RESAMPLES`] times, take the mean of each resample, and report the
 //!   2.5th and 97.5th percentiles of those means. The generator is a `SmallRng`
-//!   seeded with [`SEED`], so a report is reproducible.
+//!   seeded afresh with [`SEED`] for every interval, so a report is reproducible
+//!   and the same values get the same interval whatever the metric (or the number of
+//!   metrics computed before it).
 //! - McNemar's test (McNemar, 1947) on paired binary outcomes, with b = pairs where
 //!   only the first variant succeeds and c = pairs where only the second does. For
 //!   b + c < 25 the exact version: two-sided binomial p = min(1, 2·P(X ≤ min(b, c)))
@@ -22,6 +24,11 @@ pub const RESAMPLES: usize = 4000;
 pub const SEED: u64 = 0x5eed_2026;
 /// Significance level of verdicts.
 pub const ALPHA: f64 = 0.05;
+/// Fewest paired questions a comparison needs before it can be called significant:
+/// below it the verdict is "insufficient data" (a bootstrap of one or two values has
+/// a zero-width interval, and the exact McNemar test cannot reach α = 0.05 with fewer
+/// than 6 discordant pairs anyway) and `--fail-if-worse` does not trip.
+pub const MIN_PAIRED: usize = 10;
 /// Below this many discordant pairs McNemar's test is exact.
 pub const EXACT_BELOW: u64 = 25;
 
@@ -104,7 +111,7 @@ pub fn mcnemar(b: u64, c: u64) -> McNemar {
         return McNemar {
             b,
             c,
-            p,
+            p: tidy_p(p),
             exact: true,
         };
     }
@@ -116,9 +123,20 @@ pub fn mcnemar(b: u64, c: u64) -> McNemar {
     McNemar {
         b,
         c,
-        p,
+        p: tidy_p(p),
         exact: false,
     }
+}
+
+/// A p-value clamped to [0, 1] and rounded to 12 significant digits (so
+/// floating-point noise such as 0.5000000000000019 does not reach summary.json, while
+/// a tiny p keeps its magnitude).
+pub fn tidy_p(p: f64) -> f64 {
+    if p.is_nan() {
+        return 1.0;
+    }
+    let p = p.clamp(0.0, 1.0);
+    format!("{p:.11e}").parse().unwrap_or(p)
 }
 
 #[cfg(test)]
@@ -137,6 +155,18 @@ mod tests {
         assert_eq!(mcnemar(0, 0).p, 1.0);
         // n = 5, all one side: 2 * (1/32) = 0.0625.
         assert!((mcnemar(5, 0).p - 0.0625).abs() < 1e-12);
+        // Every p is in [0, 1] without float noise in its last digits.
+        for b in 0..40 {
+            for c in 0..40 {
+                let p = mcnemar(b, c).p;
+                assert!((0.0..=1.0).contains(&p), "{b} {c} {p}");
+                assert_eq!(p, tidy_p(p), "{b} {c}");
+            }
+        }
+        assert_eq!(tidy_p(0.500_000_000_000_001_9), 0.5);
+        assert_eq!(tidy_p(1.000_000_1), 1.0);
+        assert_eq!(tidy_p(-1e-17), 0.0);
+        assert_eq!(tidy_p(3e-20), 3e-20);
     }
 
     #[test]

@@ -96,18 +96,57 @@ pub struct Existing {
     pub duplicates: usize,
 }
 
-/// Whether a results file exists and holds anything but whitespace.
+/// Most bytes [`non_empty`] reads before deciding.
+const SCAN_LIMIT: u64 = 1 << 20;
+
+/// Whether a results file exists and holds anything but whitespace. Reads at most
+/// the first MiB (a file, or a device such as `/dev/zero`, whose first MiB is all
+/// whitespace counts as non-empty); anything that exists but is not a regular file
+/// counts as non-empty too, so it is never silently written over.
 pub fn non_empty(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|b| b.iter().any(|c| !c.is_ascii_whitespace()))
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() {
+        return true;
+    }
+    if meta.len() == 0 {
+        return false;
+    }
+    let Ok(f) = File::open(path) else {
+        return true;
+    };
+    let mut buf = [0u8; 8192];
+    let mut limited = f.take(SCAN_LIMIT);
+    loop {
+        match limited.read(&mut buf) {
+            Ok(0) => return meta.len() > SCAN_LIMIT,
+            Ok(n) => {
+                if buf[..n].iter().any(|c| !c.is_ascii_whitespace()) {
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
 }
 
 /// Reads a results.jsonl for `--resume`, truncating a torn last line away so that
 /// appending starts on a fresh line. A missing file is an empty result.
 ///
 /// # Errors
-/// The file cannot be read or truncated, or a line other than the last is not a row
+/// The file is not a regular file, cannot be read or truncated, or a line other than
+/// the last is not a row
 /// (`file:line: message`).
 pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(format!("{}: not a regular file", path.display()));
+        }
+        _ => {}
+    }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::default()),
@@ -180,6 +219,35 @@ pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
         }
     }
     Ok(out)
+}
+
+/// Replaces the content of results.jsonl with `rows` (one line each), atomically:
+/// written to a temporary file in the same directory, synced, then renamed over
+/// `path`, so a kill leaves either the old file or the new one.
+///
+/// # Errors
+/// A message naming the file.
+pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), String> {
+    let name = path.file_name().map_or_else(
+        || "results.jsonl".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut text = Vec::new();
+    for r in rows {
+        serde_json::to_writer(&mut text, r).map_err(|e| e.to_string())?;
+        text.push(b'\n');
+    }
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot rewrite {}: {e}", path.display())
+    })
 }
 
 /// Appends rows to results.jsonl, one line each, flushed to the OS before
@@ -272,6 +340,49 @@ mod tests {
             ["a", "b"]
         );
         assert_eq!(ex.torn_bytes, None);
+    }
+
+    #[test]
+    fn non_empty_reads_only_a_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        assert!(!non_empty(&p));
+        std::fs::write(&p, "").unwrap();
+        assert!(!non_empty(&p));
+        std::fs::write(&p, " \n\n").unwrap();
+        assert!(!non_empty(&p));
+        std::fs::write(&p, "\n{}").unwrap();
+        assert!(non_empty(&p));
+        // An endless device is decided from its first bytes, not read to the end.
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("zero.jsonl");
+            std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+            assert!(non_empty(&link));
+            assert!(read_for_resume(&link)
+                .unwrap_err()
+                .contains("not a regular file"));
+        }
+        // A directory is not silently treated as empty.
+        assert!(non_empty(dir.path()));
+    }
+
+    #[test]
+    fn rewrite_replaces_the_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        let mut w = Writer::open(&p, true).unwrap();
+        for id in ["a", "b", "c"] {
+            w.append(&row(id)).unwrap();
+        }
+        drop(w);
+        rewrite(&p, &[row("a"), row("c")]).unwrap();
+        let ex = read_for_resume(&p).unwrap();
+        assert_eq!(
+            ex.rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["a", "c"]
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -28,10 +28,11 @@
 //! significant at α = 0.05 (McNemar p < 0.05 for binary metrics, the bootstrap 95% CI
 //! of the mean difference excluding 0 for the others) and the metric has a direction;
 //! `higher` / `lower` for a significant difference on a metric without one; `no
-//! significant difference` otherwise.
+//! significant difference` otherwise; `insufficient data` when fewer than
+//! [`MIN_PAIRED`](super::stats::MIN_PAIRED) (10) questions are paired.
 use super::dataset::{Item, LineError};
 use super::metrics::{value, Kind, MetricDef, METRICS};
-use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, SEED};
+use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, MIN_PAIRED, SEED};
 use super::store::Row;
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -135,7 +136,7 @@ pub type Pairs<'a> = [(&'a Row, &'a Item)];
 /// Aggregates rows; `with_ci` adds bootstrap CIs to the metrics.
 pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
     let mut metrics = IndexMap::new();
-    for (i, d) in METRICS.iter().enumerate() {
+    for d in METRICS {
         let xs: Vec<f64> = rows
             .iter()
             .filter_map(|(r, it)| value(d.name, r, !it.sources.is_empty(), it.unanswerable()))
@@ -146,7 +147,7 @@ pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
                 value: mean(&xs),
                 n: xs.len(),
                 ci: if with_ci {
-                    bootstrap_ci(&xs, SEED + i as u64)
+                    bootstrap_ci(&xs, SEED)
                 } else {
                     None
                 },
@@ -226,7 +227,8 @@ pub struct MetricComparison {
     /// McNemar's test (binary metrics).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcnemar: Option<McNemar>,
-    /// `better`, `worse`, `higher`, `lower` or `no significant difference` (b vs a).
+    /// `better`, `worse`, `higher`, `lower`, `no significant difference` (b vs a), or
+    /// `insufficient data` when `n` < [`MIN_PAIRED`].
     pub verdict: String,
 }
 
@@ -243,6 +245,8 @@ pub struct Comparison {
 
 /// The verdict text for no significant difference.
 pub const NO_DIFFERENCE: &str = "no significant difference";
+/// The verdict text when fewer than [`MIN_PAIRED`] questions are paired.
+pub const INSUFFICIENT: &str = "insufficient data";
 
 fn verdict(d: &MetricDef, significant: bool, diff: f64) -> String {
     if !significant || diff == 0.0 {
@@ -264,8 +268,7 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
         .collect();
     let metrics = METRICS
         .iter()
-        .enumerate()
-        .map(|(i, d)| {
+        .map(|d| {
             let mut xa = Vec::new();
             let mut xb = Vec::new();
             for (ra, rb, it) in &paired {
@@ -276,7 +279,7 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                 }
             }
             let diffs: Vec<f64> = xa.iter().zip(&xb).map(|(x, y)| y - x).collect();
-            let ci = bootstrap_ci(&diffs, SEED ^ (0x9e37_79b9 + i as u64));
+            let ci = bootstrap_ci(&diffs, SEED);
             let diff = mean(&diffs);
             let (test, significant) = match d.kind {
                 Kind::Binary => {
@@ -303,7 +306,11 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                 diff,
                 ci,
                 mcnemar: test,
-                verdict: verdict(d, significant, diff.unwrap_or(0.0)),
+                verdict: if diffs.len() < MIN_PAIRED {
+                    INSUFFICIENT.into()
+                } else {
+                    verdict(d, significant, diff.unwrap_or(0.0))
+                },
             }
         })
         .collect();
@@ -362,7 +369,8 @@ pub struct Summary {
 }
 
 /// Builds the summary from the rows of the selected variants (rows of other
-/// variants or of questions not in the dataset are ignored).
+/// variants or of questions not in the dataset are ignored, and so is any row after
+/// the first of a (variant, question) pair). Never panics on odd input.
 pub fn summarize(
     spec: &str,
     dataset: &str,
@@ -376,13 +384,24 @@ pub fn summarize(
         .enumerate()
         .map(|(i, it)| (it.id.as_str(), (i, it)))
         .collect();
+    let mut unique: Vec<String> = Vec::with_capacity(variants.len());
+    for v in variants {
+        if !unique.contains(v) {
+            unique.push(v.clone());
+        }
+    }
+    let variants = &unique[..];
     let mut per_variant: Vec<Vec<(usize, &Row, &Item)>> = vec![Vec::new(); variants.len()];
+    let mut seen = std::collections::HashSet::new();
     for r in rows {
         let Some(vi) = variants.iter().position(|v| *v == r.variant) else {
             continue;
         };
         if let Some((i, it)) = by_id.get(r.id.as_str()) {
-            per_variant[vi].push((*i, r, it));
+            // One row per (variant, question): a later duplicate is ignored.
+            if seen.insert((vi, *i)) {
+                per_variant[vi].push((*i, r, it));
+            }
         }
     }
     let mut results = IndexMap::new();
@@ -402,7 +421,7 @@ pub fn summarize(
             v.clone(),
             VariantResults {
                 rows: pairs.len(),
-                missing: items.len() - pairs.len(),
+                missing: items.len().saturating_sub(pairs.len()),
                 overall: aggregate(&pairs, true),
                 by_kind: by_kind
                     .into_iter()
@@ -473,6 +492,69 @@ mod tests {
         };
         r.metrics = crate::eval::metrics::row_metrics(it, &r);
         r
+    }
+
+    #[test]
+    fn duplicate_rows_and_variants_never_panic() {
+        let items: Vec<Item> = (0..3).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            for _ in 0..3 {
+                rows.push(row("base", it, "x", 1));
+            }
+        }
+        let variants = vec!["base".to_string(), "base".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        assert_eq!(s.results["base"].rows, 3);
+        assert_eq!(s.results["base"].missing, 0);
+        assert_eq!(s.results["base"].overall.n, 3);
+    }
+
+    #[test]
+    fn one_question_is_insufficient_data_and_does_not_trip_the_gate() {
+        let items: Vec<Item> = (0..9).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            rows.push(row("base", it, "x", 1));
+            rows.push(row("v", it, "no", 3));
+        }
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        for m in &s.comparisons[0].metrics {
+            assert_eq!(m.verdict, INSUFFICIENT, "{}", m.metric);
+        }
+        let g = crate::eval::gates::parse_not_worse("v", &variants).unwrap();
+        let out = crate::eval::gates::check(&[g], &s);
+        assert!(out[0].passed, "{}", out[0].reason);
+        assert!(
+            out[0].reason.contains("insufficient data"),
+            "{}",
+            out[0].reason
+        );
+    }
+
+    #[test]
+    fn equal_data_gets_equal_intervals_whatever_the_metric() {
+        // One must_contain term per question: must_contain and must_contain_terms
+        // take the same values question by question.
+        let items: Vec<Item> = (0..30).map(item).collect();
+        let mut rows = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            rows.push(row("base", it, if i % 3 == 0 { "x" } else { "no" }, 1));
+            rows.push(row("v", it, if i % 2 == 0 { "x" } else { "no" }, 1));
+        }
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let s = summarize("s", "d", &items, &[], &variants, &rows);
+        let o = &s.results["base"].overall.metrics;
+        assert!(o["must_contain"].ci.is_some());
+        assert_eq!(o["must_contain"].ci, o["must_contain_terms"].ci);
+        let c = &s.comparisons[0].metrics;
+        let ci = |n: &str| c.iter().find(|m| m.metric == n).unwrap().ci;
+        assert_eq!(ci("must_contain"), ci("must_contain_terms"));
+        assert_ne!(
+            ci("must_contain").unwrap()[0],
+            ci("must_contain").unwrap()[1]
+        );
     }
 
     #[test]

@@ -51,6 +51,15 @@ fn legend(out: &mut String, series: &[String], x: f64, y: f64) {
     }
 }
 
+/// Ticks drawn by [`grouped_bars`] (0, ¼, ½, ¾ and the whole of `y_max`).
+pub const TICKS: usize = 4;
+
+/// A y-axis maximum for counts whose ticks all fall on distinct integers: the smallest
+/// multiple of [`TICKS`] that is at least `max_count` (at least [`TICKS`]).
+pub fn count_axis_max(max_count: usize) -> f64 {
+    (max_count.max(1).div_ceil(TICKS) * TICKS) as f64
+}
+
 /// Grouped bars: `groups[g].1[s]` is series `s` in group `g`; the y axis runs from 0
 /// to `y_max` (shares: 1.0), ticks formatted by `tick`.
 pub fn grouped_bars(
@@ -77,8 +86,8 @@ pub fn grouped_bars(
         r#"<text x="{left}" y="18" font-size="14" font-weight="bold">{}</text>"#,
         esc(title)
     );
-    for i in 0..=4 {
-        let v = y_max * f64::from(i) / 4.0;
+    for i in 0..=TICKS {
+        let v = y_max * i as f64 / TICKS as f64;
         let yy = y(v);
         let _ = write!(
             out,
@@ -270,5 +279,41 @@ mod tests {
             "ms",
         );
         assert!(b.contains("v&quot;") && b.contains("<circle"));
+    }
+
+    #[test]
+    fn count_axes_have_distinct_integer_ticks() {
+        for max in [0usize, 1, 2, 3, 4, 5, 7, 35, 40] {
+            let y_max = count_axis_max(max);
+            assert!(y_max >= max as f64, "{max}");
+            let svg = grouped_bars(
+                "h",
+                &[(
+                    "1".into(),
+                    vec![Bar {
+                        value: Some(max as f64),
+                        ci: None,
+                    }],
+                )],
+                &["v".into()],
+                y_max,
+                |v| format!("{v:.0}"),
+            );
+            let labels: Vec<&str> = svg
+                .split(r#"text-anchor="end">"#)
+                .skip(1)
+                .map(|t| t.split('<').next().unwrap())
+                .collect();
+            assert_eq!(labels.len(), TICKS + 1, "{max}: {labels:?}");
+            let mut unique = labels.clone();
+            unique.dedup();
+            assert_eq!(unique, labels, "{max}: duplicate tick labels");
+            for i in 0..=TICKS {
+                let v = y_max * i as f64 / TICKS as f64;
+                assert_eq!(v.fract(), 0.0, "{max}: tick {v}");
+            }
+        }
+        assert_eq!(count_axis_max(3), 4.0);
+        assert_eq!(count_axis_max(35), 36.0);
     }
 }

@@ -7,6 +7,9 @@ use crate::spec::types::{Edge, NodeSpec, Provider, RetrieveNode, ToolNode, ToolS
 use crate::spec::LoadedSpec;
 use crate::tasks;
 
+/// The variant name `ragloop eval` uses for the spec without any variant.
+const RESERVED_VARIANT: &str = "base";
+
 /// Runs the reference checks. Returns true when the graph checks can run (entry and
 /// every edge end resolve, branches are well formed).
 pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>) -> bool {
@@ -33,6 +36,16 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
                 .help("node names start with a letter or `_` and hold letters, digits, `_` and `-` (no dots: variants address nodes by dotted paths)"),
             );
         }
+    }
+    if spec.variants.contains_key(RESERVED_VARIANT) {
+        diags.push(
+            Diagnostic::new(
+                Code::ReservedName,
+                format!("`{RESERVED_VARIANT}` is reserved and cannot name a variant"),
+            )
+            .at(ls.key_span(&["variants", RESERVED_VARIANT]))
+            .help("`base` names the spec without any variant (`ragloop eval --variants base,...`); rename this variant"),
+        );
     }
     if !spec.nodes.contains_key(&spec.entry) {
         diags.push(
