@@ -305,6 +305,46 @@ fn prose_twice_fails_clearly_never_null() {
 }
 
 #[test]
+fn rejected_replies_are_counted_in_usage() {
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        // Arguments that are not JSON, then a valid call: two billed attempts of
+        // 11 in / 7 out each.
+        mount(
+            &server,
+            vec![
+                ok(openai_tool_call("Verdict", json!("{not json"))),
+                ok(openai_tool_call("Verdict", json!(r#"{"verdict": "yes"}"#))),
+            ],
+        )
+        .await;
+        let p = project(
+            &model(
+                &server,
+                ", price: {input_per_mtok: 1.0, output_per_mtok: 2.0}",
+            ),
+            true,
+        );
+        let r = run_async(&program(&p), "q").await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.usage.calls, 2);
+        assert_eq!(r.usage.input_tokens, 22);
+        assert_eq!(r.usage.output_tokens, 14);
+        assert!((r.usage.cost_usd - 2.0 * (11.0 + 14.0) / 1e6).abs() < 1e-12);
+        // A failed run still reports what its rejected attempts cost.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text("Yes."))]).await;
+        let p = project(&model(&server, ""), true);
+        let r = run_async(&program(&p), "q").await;
+        assert_eq!(r.status, Status::Failed);
+        assert_eq!(r.usage.calls, 2);
+        assert_eq!(r.usage.input_tokens, 22);
+        assert_eq!(r.usage.output_tokens, 14);
+    });
+}
+
+#[test]
 fn arguments_not_json_get_a_repair_turn() {
     set_key();
     rt().block_on(async {

@@ -360,6 +360,17 @@ async fn timed(
     let r = fut.await;
     stats.calls += 1;
     stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
+    if let Err(ProviderError::InvalidOutput { billed, .. }) = &r {
+        // A rejected reply was billed like any other.
+        stats.input_tokens += billed.usage.input_tokens;
+        stats.output_tokens += billed.usage.output_tokens;
+        stats.cost_usd += billed.usage.cost_usd;
+        if billed.cached {
+            stats.cached += 1;
+            stats.saved_usd += billed.usage.cost_usd;
+        }
+        stats.usage_estimated |= billed.usage_estimated;
+    }
     let resp = r?;
     stats.input_tokens += resp.usage.input_tokens;
     stats.output_tokens += resp.usage.output_tokens;
@@ -418,7 +429,7 @@ async fn complete(
                 };
                 (shown, violation, output.to_string())
             }
-            Err(ProviderError::InvalidOutput { reply, reason }) => {
+            Err(ProviderError::InvalidOutput { reply, reason, .. }) => {
                 let out = Value::String(reply.clone()).to_string();
                 (reply, reason, out)
             }

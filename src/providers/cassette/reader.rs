@@ -279,7 +279,11 @@ impl Cassette {
             .or_else(|| slot.answers.last())
             .expect("slots are never empty");
         Some(match (&a.error, &a.output) {
-            (Some(e), _) => Err(e.to_error()),
+            (Some(e), _) => Err(e.to_error(crate::providers::Billed {
+                usage: a.usage,
+                usage_estimated: a.usage_estimated,
+                cached: true,
+            })),
             (None, Some(o)) => Ok(LlmResponse {
                 output: o.clone(),
                 usage: a.usage,
