@@ -82,6 +82,38 @@ fn endpoint_rule() {
 }
 
 #[test]
+fn base_url_override_to_another_host_drops_the_key_variable() {
+    let p = project(
+        "provider: openai, model: gpt-4o-mini, base_url: 'https://api.groq.com/openai/v1', api_key_env: GROQ_KEY_UNSET_XYZ",
+        true,
+    );
+    let load = |m: &str| {
+        ragloop::runtime::load_program(&p.spec, None, &[m.to_string()])
+            .map(|prog| prog.loaded.spec.models["m"].clone())
+    };
+    // Another host: the key named for Groq is not sent to it.
+    let m = load("m=openai:qwen2.5:7b@http://localhost:11434/v1").unwrap();
+    assert_eq!(m.api_key_env, None);
+    assert_eq!(m.base_url.as_deref(), Some("http://localhost:11434/v1"));
+    assert_eq!(
+        ragloop::providers::api_key("m", &m).unwrap(),
+        None,
+        "no key needed"
+    );
+    // The same host (another path): the key stays.
+    let m = load("m=openai:llama@https://api.groq.com/openai/v2").unwrap();
+    assert_eq!(m.api_key_env.as_deref(), Some("GROQ_KEY_UNSET_XYZ"));
+    // No model name for a network provider is a usage error naming the flag.
+    let p2 = project("provider: scripted", true);
+    match ragloop::runtime::load_program(&p2.spec, None, &["m=openai".to_string()]) {
+        Err(ragloop::runtime::LoadError::Usage(e)) => {
+            assert!(e.contains("--model m=openai") && e.contains("model name"), "{e}")
+        }
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[test]
 fn tool_call_request_shape_and_result() {
     set_key();
     let rt = rt();
