@@ -377,6 +377,41 @@ fn rejected_replies_are_counted_in_usage() {
 }
 
 #[test]
+fn oversized_body_fails_at_once_and_long_rejected_replies_are_cut_in_repair_turns() {
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        let huge = "x".repeat(ragloop::http::MAX_BODY_BYTES + 10);
+        mount(&server, vec![ok(openai_text(&huge))]).await;
+        let p = project(&model(&server, ""), false);
+        let r = run_async(&program(&p), "q").await;
+        assert_eq!(r.status, Status::Failed);
+        let e = r.error.unwrap();
+        assert!(e.contains("larger than 16 MiB"), "{e}");
+        assert_eq!(bodies(&server).await.len(), 1, "not retried");
+
+        // A 200 KB prose answer is shown back cut to a few KB.
+        let server = MockServer::start().await;
+        let long = "word ".repeat(40_000);
+        mount(
+            &server,
+            vec![
+                ok(openai_text(&long)),
+                ok(openai_tool_call("Verdict", json!(r#"{"verdict": "yes"}"#))),
+            ],
+        )
+        .await;
+        let p = project(&model(&server, ""), true);
+        let r = run_async(&program(&p), "q").await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let b = bodies(&server).await;
+        let shown = b[1]["messages"][2]["content"].as_str().unwrap();
+        assert!(shown.starts_with("word word"));
+        assert!(shown.len() <= 4010, "{}", shown.len());
+    });
+}
+
+#[test]
 fn arguments_not_json_get_a_repair_turn() {
     set_key();
     rt().block_on(async {

@@ -445,9 +445,10 @@ async fn complete(
         repairs += 1;
         let req = repair.get_or_insert_with(|| first_req.clone());
         if !shown.is_empty() {
+            // A huge rejected reply is not sent back in full: its start shows the fault.
             req.messages.push(Message {
                 role: "assistant".into(),
-                content: shown,
+                content: truncate(&shown, REPAIR_REPLY_CHARS),
             });
         }
         req.messages.push(Message {
@@ -469,6 +470,10 @@ async fn complete(
         };
     }
 }
+
+/// The longest rejected reply shown back in a repair turn, in characters (longer
+/// ones are cut, with `...`).
+const REPAIR_REPLY_CHARS: usize = 4000;
 
 fn provider_error(call: &LlmProg, e: ProviderError) -> String {
     format!("model `{}`: provider failed: {e}", call.model)
