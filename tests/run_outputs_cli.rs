@@ -1,0 +1,67 @@
+//! `ragloop run` output files and exit statuses through the binary: `--trace` and
+//! `--record` never overwrite a file the spec loaded, a closed stdout ends quietly,
+//! bad cassettes and bad flags are usage errors. No network.
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A copy of the shipped CRAG project (graphs, prompts, schemas) in a temp dir.
+fn crag_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for sub in ["graphs", "prompts/crag", "schemas"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        for e in std::fs::read_dir(repo().join(sub)).expect("read_dir") {
+            let e = e.expect("entry");
+            if e.path().is_file() {
+                std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).expect("copy");
+            }
+        }
+    }
+    dir
+}
+
+fn ragloop(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("ragloop").expect("binary");
+    c.env("RAGLOOP_CACHE_DIR", dir.join(".cache"))
+        .env("XDG_CACHE_HOME", dir.join(".cache"))
+        .current_dir(dir);
+    c
+}
+
+#[test]
+fn trace_and_record_never_overwrite_a_file_the_spec_loaded() {
+    let dir = crag_copy();
+    for (flag, file) in [
+        ("--trace", "prompts/crag/generate.user.jinja"),
+        ("--record", "prompts/crag/grade_documents.system.jinja"),
+        ("--trace", "schemas/grading-result.json"),
+        ("--record", "schemas/crag-state.json"),
+    ] {
+        let before = std::fs::read(dir.path().join(file)).expect("file");
+        let o = ragloop(dir.path())
+            .args([
+                "run",
+                "graphs/crag.yaml",
+                "-q",
+                "What does cargo check do?",
+                flag,
+                file,
+            ])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {file}: {err}");
+        assert!(
+            err.contains("would overwrite") && err.contains("an input of this run"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join(file)).expect("file"),
+            before,
+            "{file} clobbered"
+        );
+    }
+}
