@@ -107,7 +107,10 @@ fn base_url_override_to_another_host_drops_the_key_variable() {
     let p2 = project("provider: scripted", true);
     match ragloop::runtime::load_program(&p2.spec, None, &["m=openai".to_string()]) {
         Err(ragloop::runtime::LoadError::Usage(e)) => {
-            assert!(e.contains("--model m=openai") && e.contains("model name"), "{e}")
+            assert!(
+                e.contains("--model m=openai") && e.contains("model name"),
+                "{e}"
+            )
         }
         other => panic!("{:?}", other.err()),
     }
@@ -329,7 +332,10 @@ fn prose_twice_fails_clearly_never_null() {
         assert_eq!(r.status, Status::Failed);
         let e = r.error.unwrap();
         assert!(
-            e.contains("node `judge`") && e.contains("prose") && e.contains("1 repair turn"),
+            e.contains("node `judge`")
+                && e.contains("model `m`: structured output")
+                && e.contains("prose")
+                && e.contains("1 repair turn"),
             "{e}"
         );
         assert!(r.state.get("answer").is_none());

@@ -402,7 +402,8 @@ async fn complete(
         return match resp.output {
             Value::String(s) => Ok(Value::String(s)),
             other => Err(format!(
-                "expected text output, the model returned {}",
+                "model `{}`: expected text output, the model returned {}",
+                call.model,
                 super::state::kind(&other)
             )),
         };
@@ -438,7 +439,8 @@ async fn complete(
         };
         if repairs >= call.repairs {
             return Err(format!(
-                "structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
+                "model `{}`: structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
+                call.model,
                 truncate(&output, 200)
             ));
         }
@@ -462,8 +464,8 @@ async fn complete(
             Err(e @ ProviderError::InvalidOutput { .. }) => Err(e),
             Err(e) => {
                 return Err(format!(
-                    "structured output does not match the schema ({violation}); repair turn {repairs} failed: {}",
-                    provider_error(call, e)
+                    "model `{}`: structured output does not match the schema ({violation}); repair turn {repairs} failed: provider failed: {e}",
+                    call.model
                 ))
             }
             ok => ok,
