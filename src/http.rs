@@ -243,12 +243,14 @@ async fn attempt(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_retry_after);
-    let too_large = || HttpError::Permanent {
+    let too_large = || {
+        HttpError::Permanent {
         status: Some(status),
         message: format!(
             "HTTP {status}: the response body is larger than {} MiB; ragloop does not read it (is this the right server?)",
             MAX_BODY_BYTES >> 20
         ),
+    }
     };
     if resp
         .content_length()

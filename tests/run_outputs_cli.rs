@@ -65,3 +65,33 @@ fn trace_and_record_never_overwrite_a_file_the_spec_loaded() {
         );
     }
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let dir = crag_copy();
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus).expect("mkdir");
+    std::fs::write(
+        corpus.join("a.md"),
+        "# Cargo check\n\nThe cargo check command checks your code compiles without producing an executable.\n",
+    )
+    .expect("write");
+    for extra in [&["--json"][..], &[][..]] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ragloop"))
+            .current_dir(dir.path())
+            .env("RAGLOOP_CACHE_DIR", dir.path().join(".cache"))
+            .args(["run", "graphs/crag.yaml", "-q", "What does cargo check do?", "--corpus"])
+            .arg(&corpus)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // Nobody reads the output (`ragloop run ... | true`).
+        drop(child.stdout.take());
+        let o = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+        assert!(matches!(o.status.code(), Some(0 | 3)), "{:?}: {err}", o.status);
+    }
+}

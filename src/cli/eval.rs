@@ -5,7 +5,7 @@
 //! resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
 //! (reports are written in every case where runs happened).
 use ragloop::eval::{run_eval, EvalConfig, EvalError};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -150,7 +150,8 @@ pub fn run(args: EvalArgs) -> ExitCode {
                     a.get(m)
                         .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
                 };
-                println!(
+                let _ = writeln!(
+    std::io::stdout(),
                     "{v}: {} run(s), must_contain {}, f1 {}, recall@k first {} final {}, mean iterations {}, failed {}",
                     a.n,
                     pct("must_contain"),
@@ -166,7 +167,8 @@ pub fn run(args: EvalArgs) -> ExitCode {
             } else {
                 0.0
             };
-            println!(
+            let _ = writeln!(
+                std::io::stdout(),
                 "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s); reports in {}",
                 o.new_rows,
                 o.resumed_rows,

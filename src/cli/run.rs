@@ -257,7 +257,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             let input = RunInput { question, sets };
             let result = rt.block_on(run_program(&program, &resources, &input, &mut obs));
             if args.json {
-                println!("{}", result_json(&result, None));
+                // A closed stdout (`| true`) is not an error of the run.
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", result_json(&result, None)).and_then(|()| out.flush());
                 if let Some(e) = &result.error {
                     eprintln!("ragloop run: {e}");
                 }
