@@ -80,7 +80,13 @@ fn a_closed_stdout_ends_quietly() {
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ragloop"))
             .current_dir(dir.path())
             .env("RAGLOOP_CACHE_DIR", dir.path().join(".cache"))
-            .args(["run", "graphs/crag.yaml", "-q", "What does cargo check do?", "--corpus"])
+            .args([
+                "run",
+                "graphs/crag.yaml",
+                "-q",
+                "What does cargo check do?",
+                "--corpus",
+            ])
             .arg(&corpus)
             .args(extra)
             .stdout(std::process::Stdio::piped())
@@ -91,7 +97,36 @@ fn a_closed_stdout_ends_quietly() {
         drop(child.stdout.take());
         let o = child.wait_with_output().expect("wait");
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
-        assert!(matches!(o.status.code(), Some(0 | 3)), "{:?}: {err}", o.status);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{err}"
+        );
+        assert!(
+            matches!(o.status.code(), Some(0 | 3)),
+            "{:?}: {err}",
+            o.status
+        );
     }
+}
+
+#[test]
+fn a_malformed_model_flag_is_a_usage_error_naming_the_flag() {
+    let dir = crag_copy();
+    let o = ragloop(dir.path())
+        .args([
+            "run",
+            "graphs/crag.yaml",
+            "-q",
+            "x",
+            "--model",
+            "grader=openai",
+        ])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--model grader=openai") && err.contains("model name"),
+        "{err}"
+    );
 }

@@ -183,11 +183,15 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     // A missing API key is a usage error, reported before anything is opened or run;
     // a replayed run reads no key.
-    let missing = if args.calls.replay.is_some() {
+    let mut missing = if args.calls.replay.is_some() {
         Vec::new()
     } else {
         ragloop::providers::registry::missing_keys(&program.loaded.spec.models)
     };
+    // Web tools and query embeddings are live even under --replay.
+    missing.extend(ragloop::providers::registry::missing_tool_keys(
+        &program.loaded.spec,
+    ));
     if !missing.is_empty() {
         for m in &missing {
             eprintln!("ragloop run: {m}");
