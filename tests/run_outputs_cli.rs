@@ -130,3 +130,25 @@ fn a_malformed_model_flag_is_a_usage_error_naming_the_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn an_empty_or_garbage_cassette_is_refused_at_load() {
+    let dir = crag_copy();
+    for (name, bytes, want) in [
+        ("empty.jsonl", &b""[..], "empty cassette"),
+        (
+            "garbage.jsonl",
+            &b"\xff\xfe\x00binary"[..],
+            "not a cassette",
+        ),
+    ] {
+        std::fs::write(dir.path().join(name), bytes).expect("write");
+        let o = ragloop(dir.path())
+            .args(["run", "graphs/crag.yaml", "-q", "x", "--replay", name])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("--replay") && err.contains(want), "{err}");
+    }
+}

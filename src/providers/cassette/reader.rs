@@ -137,7 +137,8 @@ impl Cassette {
     /// # Errors
     /// [`CassetteError::Io`], or [`CassetteError::Line`] with the line number of the
     /// first malformed line (not JSON, missing fields, another format version, a bad
-    /// key).
+    /// key); a file with no exchange at all (empty, blank, or one unparsable
+    /// unterminated line such as binary data) is refused at line 1.
     pub fn load(path: &Path) -> Result<Cassette, CassetteError> {
         let bytes = std::fs::read(path).map_err(|source| CassetteError::Io {
             path: path.to_path_buf(),
@@ -224,6 +225,17 @@ impl Cassette {
                     },
                 ));
             c.len += 1;
+        }
+        if c.len == 0 {
+            // Nothing to replay: every call would miss. Say why now.
+            return Err(bad(
+                1,
+                if c.truncated_tail {
+                    "not a cassette: no complete exchange line (a JSON object per line, as --record writes)".into()
+                } else {
+                    "empty cassette: it holds no exchange".into()
+                },
+            ));
         }
         for s in c.slots.values_mut() {
             s.answers.sort_by_key(|(seq, _)| *seq);
