@@ -75,6 +75,7 @@ impl LlmStats {
         self.cost_usd += o.cost_usd;
         self.saved_usd += o.saved_usd;
         self.latency_ms += o.latency_ms;
+        self.usage_estimated |= o.usage_estimated;
     }
 }
 
@@ -287,4 +288,26 @@ pub fn unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adding_stats_keeps_the_estimate_flag() {
+        // A map step's total (and the run's) says estimated when any call was.
+        let mut total = LlmStats::default();
+        total.add(&LlmStats {
+            calls: 1,
+            usage_estimated: true,
+            ..LlmStats::default()
+        });
+        total.add(&LlmStats {
+            calls: 1,
+            ..LlmStats::default()
+        });
+        assert!(total.usage_estimated);
+        assert_eq!(total.calls, 2);
+    }
 }
