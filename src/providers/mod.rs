@@ -92,6 +92,10 @@ pub struct LlmResponse {
     /// True when the server reported no token counts and `usage` is an estimate
     /// (about 4 characters a token).
     pub usage_estimated: bool,
+    /// Milliseconds the call waited for the model's local limits (`concurrency`,
+    /// `requests_per_minute`) before it was sent; part of the call's wall time, set
+    /// by [`limits::Limited`].
+    pub limit_wait_ms: f64,
 }
 
 /// Why a call failed.

@@ -381,6 +381,7 @@ async fn timed(
         stats.saved_usd += resp.usage.cost_usd;
     }
     stats.usage_estimated |= resp.usage_estimated;
+    stats.limit_wait_ms += resp.limit_wait_ms;
     Ok(resp)
 }
 

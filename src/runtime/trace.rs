@@ -63,6 +63,14 @@ pub struct LlmStats {
     /// True when a call's token counts were estimated (the server sent no usage).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub usage_estimated: bool,
+    /// Of `latency_ms`, the time calls waited for the model's local limits
+    /// (`concurrency`, `requests_per_minute`), in ms; absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub limit_wait_ms: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl LlmStats {
@@ -76,6 +84,7 @@ impl LlmStats {
         self.saved_usd += o.saved_usd;
         self.latency_ms += o.latency_ms;
         self.usage_estimated |= o.usage_estimated;
+        self.limit_wait_ms += o.limit_wait_ms;
     }
 }
 
@@ -215,7 +224,16 @@ impl Observer for Verbose {
                 line.push_str(&format!(", ${:.6}", l.cost_usd));
             }
             if l.calls > 0 {
-                line.push_str(&format!(", {:.1} ms waiting for the model", l.latency_ms));
+                line.push_str(&format!(
+                    ", {:.1} ms waiting for the model",
+                    (l.latency_ms - l.limit_wait_ms).max(0.0)
+                ));
+                if l.limit_wait_ms >= 0.05 {
+                    line.push_str(&format!(
+                        " and {:.1} ms for the local concurrency/requests_per_minute limit",
+                        l.limit_wait_ms
+                    ));
+                }
             }
             if l.cached > 0 {
                 line.push_str(&format!(", {} cached", l.cached));

@@ -301,6 +301,7 @@ impl Cassette {
                 usage: a.usage,
                 cached: true,
                 usage_estimated: a.usage_estimated,
+                ..Default::default()
             }),
             (None, None) => Err(ProviderError::Permanent(
                 "the recorded exchange has no output".into(),
