@@ -383,6 +383,64 @@ fn rejected_replies_are_counted_in_usage() {
 }
 
 #[test]
+fn rejected_replies_are_recorded_with_their_usage_and_replayed_with_it() {
+    use ragloop::providers::cassette::{Cassette, CassetteWriter};
+    use ragloop::runtime::{run, NoTrace, ResourceOptions, Resources, RunInput};
+    use std::sync::Arc;
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            vec![
+                ok(openai_text("I think yes.")),
+                ok(openai_tool_call("Verdict", json!(r#"{"verdict": "yes"}"#))),
+            ],
+        )
+        .await;
+        let p = project(&model(&server, ""), true);
+        let prog = program(&p);
+        let cas = p.dir.path().join("c.jsonl");
+        let input = RunInput {
+            question: Some("q".into()),
+            sets: vec![],
+        };
+        let opts = ResourceOptions {
+            record: Some(Arc::new(CassetteWriter::create(&cas).unwrap())),
+            ..ResourceOptions::default()
+        };
+        let res = Resources::prepare(&prog, opts).expect("resources");
+        let r = run(&prog, &res, &input, &mut NoTrace).await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!((r.usage.calls, r.usage.input_tokens), (2, 22));
+        let lines: Vec<Value> = std::fs::read_to_string(&cas)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let rejected = lines
+            .iter()
+            .find(|l| l["error"]["kind"] == "invalid_output")
+            .expect("the rejected reply is recorded");
+        assert_eq!(rejected["usage"]["input_tokens"], 11);
+        assert_eq!(rejected["usage"]["output_tokens"], 7);
+        // Replayed: the same figures, all cached.
+        let opts = ResourceOptions {
+            replay: Some(Arc::new(Cassette::load(&cas).unwrap())),
+            ..ResourceOptions::default()
+        };
+        let res = Resources::prepare(&prog, opts).expect("resources");
+        let r = run(&prog, &res, &input, &mut NoTrace).await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(
+            (r.usage.calls, r.usage.input_tokens, r.usage.output_tokens),
+            (2, 22, 14)
+        );
+        assert_eq!(r.usage.cached_calls, 2);
+    });
+}
+
+#[test]
 fn oversized_body_fails_at_once_and_long_rejected_replies_are_cut_in_repair_turns() {
     set_key();
     rt().block_on(async {

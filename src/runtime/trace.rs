@@ -48,7 +48,10 @@ pub struct LlmStats {
     /// Calls made (repairs and failed attempts included, cached answers included).
     pub calls: u64,
     /// Of `calls`, the answers served from the response cache or a cassette (a
-    /// replayed failure counts as a call, not as a cached answer).
+    /// replayed rejected reply counts too, at its recorded cost; another replayed
+    /// failure counts as a call only). Rejected replies (prose instead of the tool
+    /// call, arguments that are not JSON) count in the tokens and cost: they were
+    /// billed.
     pub cached: u64,
     /// Prompt tokens.
     pub input_tokens: u64,
