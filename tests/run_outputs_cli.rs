@@ -152,3 +152,31 @@ fn an_empty_or_garbage_cassette_is_refused_at_load() {
         assert!(err.contains("--replay") && err.contains(want), "{err}");
     }
 }
+
+#[test]
+fn eval_record_never_overwrites_a_file_the_spec_loaded() {
+    let dir = crag_copy();
+    std::fs::write(
+        dir.path().join("data.jsonl"),
+        "{\"id\": \"q1\", \"question\": \"What does cargo check do?\"}\n",
+    )
+    .expect("write");
+    let file = "prompts/crag/rewrite.user.jinja";
+    let before = std::fs::read(dir.path().join(file)).expect("file");
+    let o = ragloop(dir.path())
+        .args([
+            "eval",
+            "graphs/crag.yaml",
+            "--dataset",
+            "data.jsonl",
+            "--out",
+            "out",
+        ])
+        .args(["--record", file])
+        .output()
+        .expect("eval");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("would overwrite"), "{err}");
+    assert_eq!(std::fs::read(dir.path().join(file)).expect("file"), before);
+}

@@ -85,10 +85,12 @@ pub fn run(args: EvalArgs) -> ExitCode {
     }
     if let Some(rec) = &record_to {
         let same = |other: &std::path::Path| matches!((rec.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        let spec_files = ragloop::runtime::spec_input_files(&args.spec);
         if let Some(p) = inputs
             .iter()
             .copied()
             .chain(args.calls.replay.as_deref())
+            .chain(spec_files.iter().map(PathBuf::as_path))
             .find(|p| same(p))
         {
             eprintln!(

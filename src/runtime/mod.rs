@@ -256,6 +256,31 @@ fn host_of(base_url: Option<&str>, kind: ProviderKind) -> Option<(String, Option
     ))
 }
 
+/// Every file a run of the spec at `path` reads, under the base spec and each of
+/// its variants ([`LoadedSpec::input_files`]), as canonical paths; empty when the
+/// spec does not load (its own errors are reported elsewhere). For refusing output
+/// paths (`--record`, `--trace`) that would overwrite an input.
+pub fn spec_input_files(path: &Path) -> Vec<std::path::PathBuf> {
+    let mut sources = Sources::new();
+    let opts = crate::validate::Options {
+        no_environment: true,
+    };
+    let Some(base) = crate::validate::validate_file(path, &mut sources, &opts).spec else {
+        return Vec::new();
+    };
+    let mut out = base.input_files();
+    for v in base.spec.variants.keys() {
+        if let Ok(merged) = overlay::apply(&base, v) {
+            for f in merged.input_files() {
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Loads, validates and compiles a spec: the variant (if any) is applied, then the
 /// model overrides. Validation skips environment checks (corpus directories are
 /// checked when the run's resources are opened, so `--corpus` can replace them).
