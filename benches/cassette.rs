@@ -136,6 +136,7 @@ fn bench(c: &mut Criterion) {
                 usage: x.usage,
                 cached: false,
                 usage_estimated: x.usage_estimated,
+                ..Default::default()
             };
             cache.put(&key, &resp).expect("put");
             c.bench_function("cache/hit", |b| b.iter(|| cache.get(&key).expect("hit")));

@@ -10,6 +10,7 @@
 //! | timeout, connection refused or reset, body cut short | yes |
 //! | 408, 429, 500–599 (Anthropic's 529 "overloaded" included) | yes, after `Retry-After` when the server sends one |
 //! | any other 4xx (400 bad request, 401 bad key, 404 unknown model, ...) | no: fails at once with the server's own message |
+//! | a body larger than [`MAX_BODY_BYTES`] (16 MiB) | no: fails at once, the body is not kept |
 //!
 //! Secrets (API keys) handed to [`CallPolicy::secrets`] are replaced by
 //! `[redacted]` in every message this module produces, so a key never reaches a
@@ -26,6 +27,11 @@
 use backon::{ExponentialBuilder, Retryable};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
+
+/// The largest response body read, in bytes (16 MiB). A larger body fails the call
+/// at once with [`HttpError::Permanent`] (not retried: the server would send it
+/// again), before it is held in memory.
+pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The process-wide HTTP client (connection pool shared by every model and tool).
 /// Timeouts are set per request by [`send`], not on the client.
@@ -237,8 +243,37 @@ async fn attempt(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_retry_after);
-    let body = match resp.bytes().await {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+    let too_large = || {
+        HttpError::Permanent {
+        status: Some(status),
+        message: format!(
+            "HTTP {status}: the response body is larger than {} MiB; ragloop does not read it (is this the right server?)",
+            MAX_BODY_BYTES >> 20
+        ),
+    }
+    };
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut resp = resp;
+    let mut bytes: Vec<u8> = Vec::new();
+    let read = loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if bytes.len() + c.len() > MAX_BODY_BYTES {
+                    return Err(too_large());
+                }
+                bytes.extend_from_slice(&c);
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    let body = match read {
+        Ok(()) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.is_timeout() => {
             return Err(transient(format!(
                 "HTTP {status}: body not received within {secs} s (timeout)"

@@ -11,7 +11,10 @@
 //! Builtins available besides minijinja's standard filters and tests:
 //! - `select_graded(documents, grades, field="binary_score", value="yes")` (filter):
 //!   keeps the documents whose grade has `field == value`. A grade is matched to a
-//!   document by its `document_id` when it has one, else by position. Used for seed
+//!   document by its `document_id` when that names a document of the list, else by
+//!   position (the grade at the document's index, unless that grade names another
+//!   document): a map node's grades come in input order, so an id the model made
+//!   up (`passage-1`) does not lose the grade. Used for seed
 //!   000's "retain only the documents marked yes".
 //! - `count_graded(grades, field="binary_score", value="yes")` (filter): how many
 //!   grades have `field == value`.
@@ -63,6 +66,10 @@ fn select_graded(
     let value = value.unwrap_or_else(|| JValue::from("yes"));
     let docs: Vec<JValue> = documents.try_iter()?.collect();
     let grades: Vec<JValue> = grades.try_iter()?.collect();
+    let ids: Vec<JValue> = docs
+        .iter()
+        .filter_map(|d| d.get_attr("id").ok().filter(|v| !v.is_undefined()))
+        .collect();
     let mut kept = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
         let id = doc.get_attr("id").ok().filter(|v| !v.is_undefined());
@@ -73,12 +80,14 @@ fn select_graded(
                     .is_some_and(|d| !d.is_undefined() && &d == id)
             })
         });
+        // By position when the grade at the same index names no document of the list
+        // (no `document_id`, or one the model made up, e.g. "passage-1"): grades of a
+        // map node come back in input order.
         let grade = match by_id {
             Some(g) => Some(g),
-            None => grades.get(i).filter(|g| {
-                g.get_attr("document_id")
-                    .map(|d| d.is_undefined())
-                    .unwrap_or(true)
+            None => grades.get(i).filter(|g| match g.get_attr("document_id") {
+                Ok(d) if !d.is_undefined() && !d.is_none() => !ids.contains(&d),
+                _ => true,
             }),
         };
         if grade.is_some_and(|g| grade_matches(g, &field, &value)) {
@@ -377,6 +386,23 @@ mod tests {
         });
         let v: serde_json::Value = serde_json::to_value(e.eval(state).unwrap()).unwrap();
         assert_eq!(v, json!([{"id": "b"}, {"id": "c"}]));
+        // A document_id that names no document falls back to the position; one that
+        // names another document does not.
+        let state = json!({
+            "documents": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+            "grades": [{"document_id": "passage-1", "binary_score": "yes"},
+                       {"document_id": "a", "binary_score": "no"},
+                       {"document_id": null, "binary_score": "yes"}]
+        });
+        let v: serde_json::Value = serde_json::to_value(e.eval(state).unwrap()).unwrap();
+        assert_eq!(v, json!([{"id": "c"}]));
+        let state = json!({
+            "documents": [{"id": "a"}, {"id": "b"}],
+            "grades": [{"document_id": "passage-1", "binary_score": "yes"},
+                       {"document_id": "passage-2", "binary_score": "yes"}]
+        });
+        let v: serde_json::Value = serde_json::to_value(e.eval(state).unwrap()).unwrap();
+        assert_eq!(v, json!([{"id": "a"}, {"id": "b"}]));
         let e = env.compile_expression("grades | count_graded").unwrap();
         assert_eq!(
             e.eval(json!({"grades": [{"binary_score": "yes"}, {"binary_score": "no"}]}))

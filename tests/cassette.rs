@@ -497,6 +497,18 @@ fn repeated_keys_are_served_in_call_order_then_the_last_again() {
         e.to_string(),
         "c.jsonl:2: the exchange has neither `output` nor `error`"
     );
+    // Nothing to replay: an empty or blank file, binary garbage.
+    for (bytes, want) in [
+        (&b""[..], "empty cassette"),
+        (&b"\n  \n"[..], "empty cassette"),
+        (&b"\xff\xfe\x00binary"[..], "not a cassette"),
+    ] {
+        let e = Cassette::from_bytes(Path::new("c.jsonl"), bytes).expect_err("refused");
+        assert!(
+            e.to_string().starts_with("c.jsonl:1: ") && e.to_string().contains(want),
+            "{e}"
+        );
+    }
 }
 
 #[test]

@@ -218,11 +218,12 @@ async fn tavily_variant_key_checked_up_front_and_never_shown() {
     let dir = tempfile::tempdir().unwrap();
     let spec = spec_copy(dir.path(), &server.uri());
     // No key: refused before the first node runs.
+    // A usage error (exit 2), like a model's missing key.
     let r = ragloop(&spec, &["--variant", "tavily", "--question", Q], &[]).await;
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(
         r.stderr
-            .contains("tool `web`: the Tavily API key is missing: set the environment variable TAVILY_API_KEY"),
+            .contains("tool `web`: the Tavily API key variable TAVILY_API_KEY (named by tools.web.api_key_env) is not set"),
         "{}",
         r.stderr
     );

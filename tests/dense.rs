@@ -662,6 +662,27 @@ async fn ragloop_run_with_dense_and_hybrid_retrievers() {
         err.contains("model `emb`") && err.contains("RAGLOOP_TEST_DENSE_KEY"),
         "{err}"
     );
+    // Under --replay too: query embeddings are computed live (exit 2, not 1).
+    let cassette = dir.path().join("c.jsonl");
+    std::fs::write(&cassette, "").unwrap();
+    let (s, c) = (spec.clone(), cache.clone());
+    let (code, _, err) = tokio::task::spawn_blocking(move || {
+        run_cli(
+            &s,
+            &c,
+            &["--question", q, "--replay", &cassette.to_string_lossy()],
+            None,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("embedding model `emb`")
+            && err.contains("RAGLOOP_TEST_DENSE_KEY")
+            && err.contains("under --replay"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -82,6 +82,41 @@ fn endpoint_rule() {
 }
 
 #[test]
+fn base_url_override_to_another_host_drops_the_key_variable() {
+    let p = project(
+        "provider: openai, model: gpt-4o-mini, base_url: 'https://api.groq.com/openai/v1', api_key_env: GROQ_KEY_UNSET_XYZ",
+        true,
+    );
+    let load = |m: &str| {
+        ragloop::runtime::load_program(&p.spec, None, &[m.to_string()])
+            .map(|prog| prog.loaded.spec.models["m"].clone())
+    };
+    // Another host: the key named for Groq is not sent to it.
+    let m = load("m=openai:qwen2.5:7b@http://localhost:11434/v1").unwrap();
+    assert_eq!(m.api_key_env, None);
+    assert_eq!(m.base_url.as_deref(), Some("http://localhost:11434/v1"));
+    assert_eq!(
+        ragloop::providers::api_key("m", &m).unwrap(),
+        None,
+        "no key needed"
+    );
+    // The same host (another path): the key stays.
+    let m = load("m=openai:llama@https://api.groq.com/openai/v2").unwrap();
+    assert_eq!(m.api_key_env.as_deref(), Some("GROQ_KEY_UNSET_XYZ"));
+    // No model name for a network provider is a usage error naming the flag.
+    let p2 = project("provider: scripted", true);
+    match ragloop::runtime::load_program(&p2.spec, None, &["m=openai".to_string()]) {
+        Err(ragloop::runtime::LoadError::Usage(e)) => {
+            assert!(
+                e.contains("--model m=openai") && e.contains("model name"),
+                "{e}"
+            )
+        }
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[test]
 fn tool_call_request_shape_and_result() {
     set_key();
     let rt = rt();
@@ -297,10 +332,146 @@ fn prose_twice_fails_clearly_never_null() {
         assert_eq!(r.status, Status::Failed);
         let e = r.error.unwrap();
         assert!(
-            e.contains("node `judge`") && e.contains("prose") && e.contains("1 repair turn"),
+            e.contains("node `judge`")
+                && e.contains("model `m`: structured output")
+                && e.contains("prose")
+                && e.contains("1 repair turn"),
             "{e}"
         );
         assert!(r.state.get("answer").is_none());
+    });
+}
+
+#[test]
+fn rejected_replies_are_counted_in_usage() {
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        // Arguments that are not JSON, then a valid call: two billed attempts of
+        // 11 in / 7 out each.
+        mount(
+            &server,
+            vec![
+                ok(openai_tool_call("Verdict", json!("{not json"))),
+                ok(openai_tool_call("Verdict", json!(r#"{"verdict": "yes"}"#))),
+            ],
+        )
+        .await;
+        let p = project(
+            &model(
+                &server,
+                ", price: {input_per_mtok: 1.0, output_per_mtok: 2.0}",
+            ),
+            true,
+        );
+        let r = run_async(&program(&p), "q").await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.usage.calls, 2);
+        assert_eq!(r.usage.input_tokens, 22);
+        assert_eq!(r.usage.output_tokens, 14);
+        assert!((r.usage.cost_usd - 2.0 * (11.0 + 14.0) / 1e6).abs() < 1e-12);
+        // A failed run still reports what its rejected attempts cost.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text("Yes."))]).await;
+        let p = project(&model(&server, ""), true);
+        let r = run_async(&program(&p), "q").await;
+        assert_eq!(r.status, Status::Failed);
+        assert_eq!(r.usage.calls, 2);
+        assert_eq!(r.usage.input_tokens, 22);
+        assert_eq!(r.usage.output_tokens, 14);
+    });
+}
+
+#[test]
+fn rejected_replies_are_recorded_with_their_usage_and_replayed_with_it() {
+    use ragloop::providers::cassette::{Cassette, CassetteWriter};
+    use ragloop::runtime::{run, NoTrace, ResourceOptions, Resources, RunInput};
+    use std::sync::Arc;
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            vec![
+                ok(openai_text("I think yes.")),
+                ok(openai_tool_call("Verdict", json!(r#"{"verdict": "yes"}"#))),
+            ],
+        )
+        .await;
+        let p = project(&model(&server, ""), true);
+        let prog = program(&p);
+        let cas = p.dir.path().join("c.jsonl");
+        let input = RunInput {
+            question: Some("q".into()),
+            sets: vec![],
+        };
+        let opts = ResourceOptions {
+            record: Some(Arc::new(CassetteWriter::create(&cas).unwrap())),
+            ..ResourceOptions::default()
+        };
+        let res = Resources::prepare(&prog, opts).expect("resources");
+        let r = run(&prog, &res, &input, &mut NoTrace).await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!((r.usage.calls, r.usage.input_tokens), (2, 22));
+        let lines: Vec<Value> = std::fs::read_to_string(&cas)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let rejected = lines
+            .iter()
+            .find(|l| l["error"]["kind"] == "invalid_output")
+            .expect("the rejected reply is recorded");
+        assert_eq!(rejected["usage"]["input_tokens"], 11);
+        assert_eq!(rejected["usage"]["output_tokens"], 7);
+        // Replayed: the same figures, all cached.
+        let opts = ResourceOptions {
+            replay: Some(Arc::new(Cassette::load(&cas).unwrap())),
+            ..ResourceOptions::default()
+        };
+        let res = Resources::prepare(&prog, opts).expect("resources");
+        let r = run(&prog, &res, &input, &mut NoTrace).await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(
+            (r.usage.calls, r.usage.input_tokens, r.usage.output_tokens),
+            (2, 22, 14)
+        );
+        assert_eq!(r.usage.cached_calls, 2);
+    });
+}
+
+#[test]
+fn oversized_body_fails_at_once_and_long_rejected_replies_are_cut_in_repair_turns() {
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        let huge = "x".repeat(ragloop::http::MAX_BODY_BYTES + 10);
+        mount(&server, vec![ok(openai_text(&huge))]).await;
+        let p = project(&model(&server, ""), false);
+        let r = run_async(&program(&p), "q").await;
+        assert_eq!(r.status, Status::Failed);
+        let e = r.error.unwrap();
+        assert!(e.contains("larger than 16 MiB"), "{e}");
+        assert_eq!(bodies(&server).await.len(), 1, "not retried");
+
+        // A 200 KB prose answer is shown back cut to a few KB.
+        let server = MockServer::start().await;
+        let long = "word ".repeat(40_000);
+        mount(
+            &server,
+            vec![
+                ok(openai_text(&long)),
+                ok(openai_tool_call("Verdict", json!(r#"{"verdict": "yes"}"#))),
+            ],
+        )
+        .await;
+        let p = project(&model(&server, ""), true);
+        let r = run_async(&program(&p), "q").await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let b = bodies(&server).await;
+        let shown = b[1]["messages"][2]["content"].as_str().unwrap();
+        assert!(shown.starts_with("word word"));
+        assert!(shown.len() <= 4010, "{}", shown.len());
     });
 }
 

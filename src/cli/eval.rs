@@ -5,7 +5,7 @@
 //! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
 //! (reports are written in every case where runs happened).
 use ragloop::eval::{run_eval, EvalConfig, EvalError};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -96,10 +96,12 @@ pub fn run(args: EvalArgs) -> ExitCode {
         .iter()
         .map(|f| out.join(f))
         .collect();
+        let spec_files = ragloop::runtime::spec_input_files(&args.spec);
         let protected = inputs
             .iter()
             .map(|p| (*p, "an input"))
             .chain(args.calls.replay.as_deref().map(|p| (p, "an input")))
+            .chain(spec_files.iter().map(|p| (p.as_path(), "an input")))
             .chain(outputs.iter().map(|p| (p.as_path(), "an output")));
         for (p, role) in protected {
             if same_file(rec, p) {
@@ -170,7 +172,8 @@ pub fn run(args: EvalArgs) -> ExitCode {
                     a.get(m)
                         .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
                 };
-                println!(
+                let _ = writeln!(
+    std::io::stdout(),
                     "{v}: {} run(s), must_contain {}, f1 {}, recall@k first {} final {}, mean iterations {}, failed {}",
                     a.n,
                     pct("must_contain"),
@@ -186,7 +189,8 @@ pub fn run(args: EvalArgs) -> ExitCode {
             } else {
                 0.0
             };
-            println!(
+            let _ = writeln!(
+                std::io::stdout(),
                 "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s); reports in {}",
                 o.new_rows,
                 o.resumed_rows,

@@ -1,5 +1,6 @@
 //! `ragloop index DIR [--out PATH] [--exclude PATTERN]... [--force]`: builds the BM25
 //! index of a corpus directory, or reuses it while the corpus is unchanged.
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -52,7 +53,8 @@ pub fn run(args: IndexArgs) -> ExitCode {
                 }
             }
             if report.reused {
-                println!(
+                let _ = writeln!(
+                    std::io::stdout(),
                     "reused index of {} files, {} chunks in {:.2} s -> {} (unchanged corpus)",
                     report.files,
                     report.chunks,
@@ -60,7 +62,8 @@ pub fn run(args: IndexArgs) -> ExitCode {
                     report.index_dir.display()
                 );
             } else {
-                println!(
+                let _ = writeln!(
+                    std::io::stdout(),
                     "indexed {} files into {} chunks ({} skipped) in {:.2} s -> {}",
                     report.files,
                     report.chunks,

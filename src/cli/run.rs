@@ -183,25 +183,36 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     // A missing API key is a usage error, reported before anything is opened or run;
     // a replayed run reads no key.
-    let missing = if args.calls.replay.is_some() {
+    let mut missing = if args.calls.replay.is_some() {
         Vec::new()
     } else {
         ragloop::providers::registry::missing_keys(&program.loaded.spec.models)
     };
+    // Web tools and query embeddings are live even under --replay.
+    missing.extend(ragloop::providers::registry::missing_tool_keys(
+        &program.loaded.spec,
+    ));
     if !missing.is_empty() {
         for m in &missing {
             eprintln!("ragloop run: {m}");
         }
         return ExitCode::from(super::EXIT_USAGE);
     }
+    // Every file the run reads: the spec and the files it loaded (prompts, schemas,
+    // fixtures), the questions, the replayed cassette. No output may overwrite one.
+    let spec_files = program.loaded.input_files();
+    let mut read: Vec<&std::path::Path> = vec![args.spec.as_path()];
+    read.extend(spec_files.iter().map(PathBuf::as_path));
+    read.extend(args.input.as_deref());
+    read.extend(args.calls.replay.as_deref());
     let mut trace_file = None;
     if let Some(path) = &args.trace {
-        // Never truncate the spec or the questions into a trace.
         let same = |other: &std::path::Path| matches!((path.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
-        if same(&args.spec) || args.input.as_deref().is_some_and(same) {
+        if let Some(p) = read.iter().find(|p| same(p)) {
             return usage(format!(
-                "--trace {} would overwrite an input of this run",
-                path.display()
+                "--trace {} would overwrite {}, an input of this run",
+                path.display(),
+                p.display()
             ));
         }
         match std::fs::File::create(path) {
@@ -214,8 +225,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         progress: !args.json,
         ..ResourceOptions::default()
     };
-    let mut inputs = vec![args.spec.as_path()];
-    inputs.extend(args.input.as_deref());
+    let mut inputs = read.clone();
     inputs.extend(args.trace.as_deref());
     if let Err(e) = args.calls.apply(&mut opts, &inputs, false) {
         return usage(e);
@@ -251,7 +261,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             let input = RunInput { question, sets };
             let result = rt.block_on(run_program(&program, &resources, &input, &mut obs));
             if args.json {
-                println!("{}", result_json(&result, None));
+                // A closed stdout (`| true`) is not an error of the run.
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", result_json(&result, None)).and_then(|()| out.flush());
                 if let Some(e) = &result.error {
                     eprintln!("ragloop run: {e}");
                 }

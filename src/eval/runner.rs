@@ -158,9 +158,18 @@ pub fn load(
         .collect::<Result<Vec<_>, _>>()?;
     let mut missing: Vec<String> = Vec::new();
     // With a replayed cassette every model answers from it: no key is needed.
+    // Web-search and embedding keys are needed even when replaying (the cassette
+    // holds LLM exchanges only).
     let check_keys = opts.calls.replay.is_none();
-    for (_, p) in programs.iter().filter(|_| check_keys) {
-        for m in crate::providers::registry::missing_keys(&p.loaded.spec.models) {
+    for (_, p) in &programs {
+        let spec = &p.loaded.spec;
+        let models = check_keys
+            .then(|| crate::providers::registry::missing_keys(&spec.models))
+            .unwrap_or_default();
+        for m in models
+            .into_iter()
+            .chain(crate::providers::registry::missing_tool_keys(spec))
+        {
             if !missing.contains(&m) {
                 missing.push(m);
             }

@@ -25,7 +25,7 @@
 //! `tool_use` of another name, goes to a repair turn.
 use super::net::{self, Secret};
 use super::openai::{http_error, strip_fence};
-use super::{LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::http::{self, CallPolicy, HttpError, HttpResponse};
 use crate::spec::types::ModelSpec;
 use futures::future::BoxFuture;
@@ -234,6 +234,7 @@ impl AnthropicProvider {
                                 reason: format!(
                                     "the input of the `{name}` tool call is not JSON ({e})"
                                 ),
+                                billed: Billed::default(),
                             }
                         }),
                         other => Ok((*other).clone()),
@@ -244,11 +245,13 @@ impl AnthropicProvider {
                         reason: format!(
                             "the model used the tool `{other}`, which was not offered; the only tool is `{name}`"
                         ),
+                        billed: Billed::default(),
                     })
                 } else if text.trim().is_empty() {
                     Err(ProviderError::InvalidOutput {
                         reply: String::new(),
                         reason: format!("the reply is empty: no `{name}` tool call and no text"),
+                        billed: Billed::default(),
                     })
                 } else {
                     match serde_json::from_str::<Value>(strip_fence(&text)) {
@@ -258,6 +261,7 @@ impl AnthropicProvider {
                             reason: format!(
                                 "the model answered in prose instead of calling the tool `{name}`"
                             ),
+                            billed: Billed::default(),
                         }),
                     }
                 };
@@ -267,10 +271,32 @@ impl AnthropicProvider {
                         (v, raw)
                     }
                     Err(_) if truncated => return Err(cut()),
-                    Err(e) => return Ok(Err(e)),
+                    Err(mut e) => {
+                        if let ProviderError::InvalidOutput { reply, billed, .. } = &mut e {
+                            let (usage, usage_estimated) = self.usage(req, &v, reply);
+                            *billed = Billed {
+                                usage,
+                                usage_estimated,
+                                cached: false,
+                            };
+                        }
+                        return Ok(Err(e));
+                    }
                 }
             }
         };
+        let (usage, usage_estimated) = self.usage(req, &v, &raw);
+        Ok(Ok(LlmResponse {
+            output,
+            usage,
+            usage_estimated,
+            ..Default::default()
+        }))
+    }
+
+    /// The usage of a reply: the server's counts (cache reads and writes added to the
+    /// input), else an estimate from the prompt and `raw` (flagged as estimated).
+    fn usage(&self, req: &LlmRequest, v: &Value, raw: &str) -> (Usage, bool) {
         let usage = v.get("usage");
         let input = net::count(usage.and_then(|u| u.get("input_tokens")));
         let output_tokens = net::count(usage.and_then(|u| u.get("output_tokens")));
@@ -280,17 +306,15 @@ impl AnthropicProvider {
         let estimated = input.is_none() || output_tokens.is_none();
         let input =
             input.unwrap_or_else(|| super::estimate_tokens(&net::prompt_chars(req))) + cache;
-        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(&raw));
-        Ok(Ok(LlmResponse {
-            output,
-            usage: Usage {
+        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(raw));
+        (
+            Usage {
                 input_tokens: input,
                 output_tokens,
                 cost_usd: net::cost_usd(&self.spec, input, output_tokens),
             },
-            usage_estimated: estimated,
-            ..Default::default()
-        }))
+            estimated,
+        )
     }
 }
 

@@ -414,6 +414,7 @@ impl ResponseCache {
                     usage: e.usage,
                     cached: true,
                     usage_estimated: e.usage_estimated,
+                    ..Default::default()
                 })
             }
             None => {

@@ -26,6 +26,8 @@
 //! - `output` and `usage`: what the provider returned; `cached`: the answer came from
 //!   the response cache (its `usage` is the original call's);
 //! - `usage_estimated: true` (only when true): the server reported no token counts;
+//! - a rejected reply (`error.kind` `invalid_output`) carries the `usage` it was
+//!   billed (a rejected attempt costs like any other); other failures have zero usage;
 //! - `error`: `{"kind": "transient"|"permanent"|"unsupported"|"invalid_output",
 //!   "message": ..., "reply": ...}` when the call failed for good, after the
 //!   provider's own retries (`reply`: what the model sent when it was not in the
@@ -77,7 +79,7 @@ impl RecordedError {
             ProviderError::Transient(m) => ("transient", m, None),
             ProviderError::Permanent(m) => ("permanent", m, None),
             ProviderError::Unsupported(m) => ("unsupported", m, None),
-            ProviderError::InvalidOutput { reply, reason } => {
+            ProviderError::InvalidOutput { reply, reason, .. } => {
                 ("invalid_output", reason, Some(reply.clone()))
             }
         };
@@ -88,14 +90,16 @@ impl RecordedError {
         }
     }
 
-    /// The error again.
-    pub fn to_error(&self) -> ProviderError {
+    /// The error again; a rejected reply (`invalid_output`) carries `billed`, the
+    /// recorded usage of its line.
+    pub fn to_error(&self, billed: super::Billed) -> ProviderError {
         match self.kind.as_str() {
             "transient" => ProviderError::Transient(self.message.clone()),
             "unsupported" => ProviderError::Unsupported(self.message.clone()),
             "invalid_output" => ProviderError::InvalidOutput {
                 reply: self.reply.clone().unwrap_or_default(),
                 reason: self.message.clone(),
+                billed,
             },
             _ => ProviderError::Permanent(self.message.clone()),
         }
@@ -273,9 +277,21 @@ impl RecordingProvider {
             task: if task { req.task.as_deref() } else { None },
             inputs: if task { Some(&req.inputs) } else { None },
             output: r.as_ref().ok().map(|r| &r.output),
-            usage: r.as_ref().map(|r| r.usage).unwrap_or_default(),
-            usage_estimated: r.as_ref().is_ok_and(|r| r.usage_estimated),
-            cached: r.as_ref().is_ok_and(|r| r.cached),
+            usage: match r {
+                Ok(r) => r.usage,
+                Err(ProviderError::InvalidOutput { billed, .. }) => billed.usage,
+                Err(_) => Usage::default(),
+            },
+            usage_estimated: match r {
+                Ok(r) => r.usage_estimated,
+                Err(ProviderError::InvalidOutput { billed, .. }) => billed.usage_estimated,
+                Err(_) => false,
+            },
+            cached: match r {
+                Ok(r) => r.cached,
+                Err(ProviderError::InvalidOutput { billed, .. }) => billed.cached,
+                Err(_) => false,
+            },
             error: r.err().map(RecordedError::from_error),
         }
     }

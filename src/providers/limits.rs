@@ -146,6 +146,7 @@ impl Provider for Limited {
         // Created now (call order, see `retry::Retrying`), polled once admitted.
         let fut = self.inner.call(req);
         Box::pin(async move {
+            let t = Instant::now();
             let _slot = match &self.limits.slots {
                 Some(s) => Some(s.acquire().await.map_err(|_| {
                     ProviderError::Permanent("the model's concurrency limiter is closed".into())
@@ -155,7 +156,11 @@ impl Provider for Limited {
             if let Some(r) = &self.limits.rate {
                 r.acquire().await;
             }
-            fut.await
+            let waited = t.elapsed().as_secs_f64() * 1000.0;
+            fut.await.map(|mut r| {
+                r.limit_wait_ms += waited;
+                r
+            })
         })
     }
 }
@@ -186,6 +191,50 @@ mod tests {
         // Long after, no wait.
         let later = t0 + Duration::from_secs(500);
         assert_eq!(r.reserve(later), later);
+    }
+
+    struct Instant0;
+    impl Provider for Instant0 {
+        fn name(&self) -> &'static str {
+            "test"
+        }
+        fn call<'a>(
+            &'a self,
+            _req: &'a LlmRequest,
+        ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
+            Box::pin(async { Ok(LlmResponse::default()) })
+        }
+    }
+
+    #[test]
+    fn the_rate_limit_wait_is_reported_apart() {
+        let limits = Arc::new(ModelLimits {
+            slots: None,
+            rate: Some(RateLimiter::new(1, Duration::from_millis(200))),
+        });
+        let p = Limited::new(Arc::new(Instant0), limits);
+        let m: ModelSpec =
+            serde_json::from_value(serde_json::json!({"provider": "offline"})).unwrap();
+        let req = LlmRequest {
+            node: "n".into(),
+            item: None,
+            model_name: "m".into(),
+            model: Arc::new(m),
+            task: None,
+            inputs: Default::default(),
+            messages: Vec::new(),
+            schema: None,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let first = p.call(&req).await.unwrap();
+            assert!(first.limit_wait_ms < 100.0, "{}", first.limit_wait_ms);
+            let second = p.call(&req).await.unwrap();
+            assert!(second.limit_wait_ms >= 150.0, "{}", second.limit_wait_ms);
+        });
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub struct LlmResponse {
     /// True when the server reported no token counts and `usage` is an estimate
     /// (about 4 characters a token).
     pub usage_estimated: bool,
+    /// Milliseconds the call waited for the model's local limits (`concurrency`,
+    /// `requests_per_minute`) before it was sent; part of the call's wall time, set
+    /// by [`limits::Limited`].
+    pub limit_wait_ms: f64,
 }
 
 /// Why a call failed.
@@ -118,7 +122,22 @@ pub enum ProviderError {
         reply: String,
         /// What is wrong with it, for the model and for the error message.
         reason: String,
+        /// What the rejected reply was billed (the server's token counts, or an
+        /// estimate): a rejected attempt still costs, and the runtime counts it.
+        billed: Billed,
     },
+}
+
+/// The usage of a reply that was rejected ([`ProviderError::InvalidOutput`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Billed {
+    /// Tokens and cost of the call.
+    pub usage: Usage,
+    /// True when the server reported no token counts and `usage` is an estimate.
+    pub usage_estimated: bool,
+    /// True when no model was called (the rejected reply was replayed from a
+    /// cassette): its cost counts, but is not spent again.
+    pub cached: bool,
 }
 
 impl ProviderError {

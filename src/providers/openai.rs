@@ -39,7 +39,7 @@
 //! | `finish_reason: length` on structured output, or with no text | permanent (raise `max_tokens`) |
 //! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn |
 use super::net::{self, Secret};
-use super::{LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::http::{self, CallPolicy, HttpError, HttpResponse};
 use crate::spec::types::{ModelSpec, StructuredMode};
 use futures::future::BoxFuture;
@@ -246,26 +246,46 @@ impl OpenAiProvider {
                         let _ = e;
                         return Err(cut());
                     }
-                    Err(e) => return Ok(Err(e)),
+                    Err(mut e) => {
+                        if let ProviderError::InvalidOutput { reply, billed, .. } = &mut e {
+                            let (usage, usage_estimated) = self.usage(req, &v, reply);
+                            *billed = Billed {
+                                usage,
+                                usage_estimated,
+                                cached: false,
+                            };
+                        }
+                        return Ok(Err(e));
+                    }
                 }
             }
         };
+        let (usage, usage_estimated) = self.usage(req, &v, &out_text);
+        Ok(Ok(LlmResponse {
+            output,
+            usage,
+            usage_estimated,
+            ..Default::default()
+        }))
+    }
+
+    /// The usage of a reply: the server's counts, else an estimate from the prompt and
+    /// `out_text` (flagged as estimated).
+    fn usage(&self, req: &LlmRequest, v: &Value, out_text: &str) -> (Usage, bool) {
         let usage = v.get("usage");
         let input = net::count(usage.and_then(|u| u.get("prompt_tokens")));
         let output_tokens = net::count(usage.and_then(|u| u.get("completion_tokens")));
         let estimated = input.is_none() || output_tokens.is_none();
         let input = input.unwrap_or_else(|| super::estimate_tokens(&net::prompt_chars(req)));
-        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(&out_text));
-        Ok(Ok(LlmResponse {
-            output,
-            usage: Usage {
+        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(out_text));
+        (
+            Usage {
                 input_tokens: input,
                 output_tokens,
                 cost_usd: net::cost_usd(&self.spec, input, output_tokens),
             },
-            usage_estimated: estimated,
-            ..Default::default()
-        }))
+            estimated,
+        )
     }
 
     /// The structured output of a reply, and its raw text (for token estimates).
@@ -304,6 +324,7 @@ impl OpenAiProvider {
                             reason: format!(
                                 "the arguments of the `{name}` call are not JSON ({e})"
                             ),
+                            billed: Billed::default(),
                         })
                     }
                 },
@@ -315,6 +336,7 @@ impl OpenAiProvider {
                 reason: format!(
                     "the model called the function `{other}`, which was not offered; the only function is `{name}`"
                 ),
+                billed: Billed::default(),
             });
         } else {
             let t = text.unwrap_or_default();
@@ -322,6 +344,7 @@ impl OpenAiProvider {
                 return Err(ProviderError::InvalidOutput {
                     reply: String::new(),
                     reason: format!("the reply is empty: no `{name}` call and no text"),
+                    billed: Billed::default(),
                 });
             }
             match serde_json::from_str::<Value>(strip_fence(&t)) {
@@ -335,7 +358,11 @@ impl OpenAiProvider {
                             "the reply is not a JSON object as the response format requires".into()
                         }
                     };
-                    return Err(ProviderError::InvalidOutput { reply: t, reason });
+                    return Err(ProviderError::InvalidOutput {
+                        reply: t,
+                        reason,
+                        billed: Billed::default(),
+                    });
                 }
             }
         };

@@ -89,3 +89,44 @@ pub fn missing_keys<'a>(
         .filter_map(|(name, m)| super::api_key(name, m).err())
         .collect()
 }
+
+/// The API-key problems of a spec's tools and embedders, one message per fault,
+/// naming the variable: a `tavily` tool whose `api_key_env` is unset or empty, an
+/// embedding model of a `dense`/`hybrid` retriever whose `api_key_env` is unset or
+/// empty. These are needed even by a replayed run (`--replay` answers the chat
+/// models only: web searches and query embeddings are made live). `ragloop run`
+/// reports them with [`missing_keys`], before anything runs, as a usage error.
+pub fn missing_tool_keys(spec: &crate::spec::types::Spec) -> Vec<String> {
+    let unset = |var: &str| std::env::var(var).ok().is_none_or(|k| k.trim().is_empty());
+    let mut out = Vec::new();
+    for (name, t) in &spec.tools {
+        if let crate::spec::types::ToolSpec::Tavily { api_key_env, .. } = t {
+            if unset(api_key_env) {
+                out.push(format!(
+                    "tool `{name}`: the Tavily API key variable {api_key_env} (named by tools.{name}.api_key_env) is not set or empty"
+                ));
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    for (rname, r) in &spec.retrievers {
+        if !r.kind.embeds() {
+            continue;
+        }
+        let Some(m) = r.embedding.as_deref() else {
+            continue;
+        };
+        if seen.contains(&m) {
+            continue;
+        }
+        seen.push(m);
+        if let Some(var) = spec.models.get(m).and_then(|s| s.api_key_env.as_deref()) {
+            if unset(var) {
+                out.push(format!(
+                    "embedding model `{m}` (retriever `{rname}`): the API key variable {var} (named by models.{m}.api_key_env) is not set or empty; query embeddings are computed live, also under --replay"
+                ));
+            }
+        }
+    }
+    out
+}

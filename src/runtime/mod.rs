@@ -174,7 +174,10 @@ impl std::fmt::Display for LoadError {
 /// - `:MODEL` replaces the model name (everything after the first `:`, so Ollama
 ///   tags such as `llama3.1:8b` work);
 /// - `@BASE_URL` (an `http://` or `https://` address) replaces `base_url`, e.g.
-///   `--model grader=openai:qwen2.5:7b@http://localhost:11434/v1`.
+///   `--model grader=openai:qwen2.5:7b@http://localhost:11434/v1`. When it points
+///   to another host (or port) than the model's, `api_key_env` is dropped too: a key
+///   is never sent to a host the spec did not name it for (the new host gets no key;
+///   name one in a variant or the YAML).
 ///
 /// # Errors
 /// A usage message for a malformed argument, an unknown model or provider, a
@@ -221,10 +224,61 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
     if let Some(model) = model.filter(|m| !m.is_empty()) {
         m.model = Some(model.to_string());
     }
+    if matches!(kind, ProviderKind::Openai | ProviderKind::Anthropic)
+        && m.model.as_deref().is_none_or(|s| s.trim().is_empty())
+    {
+        return Err(format!(
+            "`--model {arg}`: provider {prov} needs a model name: --model {name}={prov}:MODEL"
+        ));
+    }
     if let Some(b) = base_url {
+        // The spec's key was named for its host: never send it to another one.
+        if m.api_key_env.is_some() && host_of(m.base_url.as_deref(), kind) != host_of(Some(b), kind)
+        {
+            m.api_key_env = None;
+        }
         m.base_url = Some(b.to_string());
     }
     Ok(())
+}
+
+/// The host and port a model's requests go to (`None` base URL: the provider's
+/// official API).
+fn host_of(base_url: Option<&str>, kind: ProviderKind) -> Option<(String, Option<u16>)> {
+    let base = base_url.unwrap_or(match kind {
+        ProviderKind::Anthropic => "https://api.anthropic.com",
+        _ => crate::providers::openai::DEFAULT_BASE_URL,
+    });
+    let u = reqwest::Url::parse(base.trim()).ok()?;
+    Some((
+        u.host_str()?.to_ascii_lowercase(),
+        u.port_or_known_default(),
+    ))
+}
+
+/// Every file a run of the spec at `path` reads, under the base spec and each of
+/// its variants ([`LoadedSpec::input_files`]), as canonical paths; empty when the
+/// spec does not load (its own errors are reported elsewhere). For refusing output
+/// paths (`--record`, `--trace`) that would overwrite an input.
+pub fn spec_input_files(path: &Path) -> Vec<std::path::PathBuf> {
+    let mut sources = Sources::new();
+    let opts = crate::validate::Options {
+        no_environment: true,
+    };
+    let Some(base) = crate::validate::validate_file(path, &mut sources, &opts).spec else {
+        return Vec::new();
+    };
+    let mut out = base.input_files();
+    for v in base.spec.variants.keys() {
+        if let Ok(merged) = overlay::apply(&base, v) {
+            for f in merged.input_files() {
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Loads, validates and compiles a spec: the variant (if any) is applied, then the
@@ -300,10 +354,14 @@ pub fn load_program(
             .filter(|d| d.is_error())
             .collect();
         if !errors.is_empty() {
-            let mut text =
+            // The spec validated before: the override is at fault (a usage error).
+            let text =
                 crate::diag::render::render(&errors, &sources, crate::diag::render::Format::Human);
-            text.push_str(&format!("(after --model {})\n", models.join(" --model ")));
-            return Err(LoadError::Invalid(text));
+            return Err(LoadError::Usage(format!(
+                "--model {} makes the spec invalid:\n{}",
+                models.join(" --model "),
+                text.trim_end()
+            )));
         }
     }
     Program::compile(&loaded).map_err(LoadError::Compile)

@@ -360,6 +360,17 @@ async fn timed(
     let r = fut.await;
     stats.calls += 1;
     stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
+    if let Err(ProviderError::InvalidOutput { billed, .. }) = &r {
+        // A rejected reply was billed like any other.
+        stats.input_tokens += billed.usage.input_tokens;
+        stats.output_tokens += billed.usage.output_tokens;
+        stats.cost_usd += billed.usage.cost_usd;
+        if billed.cached {
+            stats.cached += 1;
+            stats.saved_usd += billed.usage.cost_usd;
+        }
+        stats.usage_estimated |= billed.usage_estimated;
+    }
     let resp = r?;
     stats.input_tokens += resp.usage.input_tokens;
     stats.output_tokens += resp.usage.output_tokens;
@@ -370,6 +381,7 @@ async fn timed(
         stats.saved_usd += resp.usage.cost_usd;
     }
     stats.usage_estimated |= resp.usage_estimated;
+    stats.limit_wait_ms += resp.limit_wait_ms;
     Ok(resp)
 }
 
@@ -391,7 +403,8 @@ async fn complete(
         return match resp.output {
             Value::String(s) => Ok(Value::String(s)),
             other => Err(format!(
-                "expected text output, the model returned {}",
+                "model `{}`: expected text output, the model returned {}",
+                call.model,
                 super::state::kind(&other)
             )),
         };
@@ -418,7 +431,7 @@ async fn complete(
                 };
                 (shown, violation, output.to_string())
             }
-            Err(ProviderError::InvalidOutput { reply, reason }) => {
+            Err(ProviderError::InvalidOutput { reply, reason, .. }) => {
                 let out = Value::String(reply.clone()).to_string();
                 (reply, reason, out)
             }
@@ -427,16 +440,18 @@ async fn complete(
         };
         if repairs >= call.repairs {
             return Err(format!(
-                "structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
+                "model `{}`: structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
+                call.model,
                 truncate(&output, 200)
             ));
         }
         repairs += 1;
         let req = repair.get_or_insert_with(|| first_req.clone());
         if !shown.is_empty() {
+            // A huge rejected reply is not sent back in full: its start shows the fault.
             req.messages.push(Message {
                 role: "assistant".into(),
-                content: shown,
+                content: truncate(&shown, REPAIR_REPLY_CHARS),
             });
         }
         req.messages.push(Message {
@@ -450,14 +465,18 @@ async fn complete(
             Err(e @ ProviderError::InvalidOutput { .. }) => Err(e),
             Err(e) => {
                 return Err(format!(
-                    "structured output does not match the schema ({violation}); repair turn {repairs} failed: {}",
-                    provider_error(call, e)
+                    "model `{}`: structured output does not match the schema ({violation}); repair turn {repairs} failed: provider failed: {e}",
+                    call.model
                 ))
             }
             ok => ok,
         };
     }
 }
+
+/// The longest rejected reply shown back in a repair turn, in characters (longer
+/// ones are cut, with `...`).
+const REPAIR_REPLY_CHARS: usize = 4000;
 
 fn provider_error(call: &LlmProg, e: ProviderError) -> String {
     format!("model `{}`: provider failed: {e}", call.model)

@@ -48,7 +48,10 @@ pub struct LlmStats {
     /// Calls made (repairs and failed attempts included, cached answers included).
     pub calls: u64,
     /// Of `calls`, the answers served from the response cache or a cassette (a
-    /// replayed failure counts as a call, not as a cached answer).
+    /// replayed rejected reply counts too, at its recorded cost; another replayed
+    /// failure counts as a call only). Rejected replies (prose instead of the tool
+    /// call, arguments that are not JSON) count in the tokens and cost: they were
+    /// billed.
     pub cached: u64,
     /// Prompt tokens.
     pub input_tokens: u64,
@@ -63,6 +66,14 @@ pub struct LlmStats {
     /// True when a call's token counts were estimated (the server sent no usage).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub usage_estimated: bool,
+    /// Of `latency_ms`, the time calls waited for the model's local limits
+    /// (`concurrency`, `requests_per_minute`), in ms; absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub limit_wait_ms: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl LlmStats {
@@ -75,6 +86,8 @@ impl LlmStats {
         self.cost_usd += o.cost_usd;
         self.saved_usd += o.saved_usd;
         self.latency_ms += o.latency_ms;
+        self.usage_estimated |= o.usage_estimated;
+        self.limit_wait_ms += o.limit_wait_ms;
     }
 }
 
@@ -214,7 +227,16 @@ impl Observer for Verbose {
                 line.push_str(&format!(", ${:.6}", l.cost_usd));
             }
             if l.calls > 0 {
-                line.push_str(&format!(", {:.1} ms waiting for the model", l.latency_ms));
+                line.push_str(&format!(
+                    ", {:.1} ms waiting for the model",
+                    (l.latency_ms - l.limit_wait_ms).max(0.0)
+                ));
+                if l.limit_wait_ms >= 0.05 {
+                    line.push_str(&format!(
+                        " and {:.1} ms for the local concurrency/requests_per_minute limit",
+                        l.limit_wait_ms
+                    ));
+                }
             }
             if l.cached > 0 {
                 line.push_str(&format!(", {} cached", l.cached));
@@ -287,4 +309,26 @@ pub fn unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adding_stats_keeps_the_estimate_flag() {
+        // A map step's total (and the run's) says estimated when any call was.
+        let mut total = LlmStats::default();
+        total.add(&LlmStats {
+            calls: 1,
+            usage_estimated: true,
+            ..LlmStats::default()
+        });
+        total.add(&LlmStats {
+            calls: 1,
+            ..LlmStats::default()
+        });
+        assert!(total.usage_estimated);
+        assert_eq!(total.calls, 2);
+    }
 }

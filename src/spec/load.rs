@@ -62,6 +62,45 @@ impl LoadedSpec {
     pub fn resolve(&self, rel: &str, at: Option<Span>) -> Result<PathBuf, Diagnostic> {
         resolve_under(&self.root, rel, at)
     }
+
+    /// Every file a run of this spec reads, as canonical paths: the spec file, the
+    /// state schema, each node's prompt templates and output schema, and the
+    /// fixtures of `scripted` models (`params.file`). Paths that do not resolve are
+    /// left out. Output files (`--trace`, `--record`) must not be any of these.
+    pub fn input_files(&self) -> Vec<PathBuf> {
+        use crate::spec::types::{Provider, SchemaRef, TemplateSource};
+        let mut rels: Vec<&str> = Vec::new();
+        if let SchemaRef::File(f) = &self.spec.state.schema {
+            rels.push(f);
+        }
+        for node in self.spec.nodes.values() {
+            let Some(l) = node.llm() else { continue };
+            for t in std::iter::once(&l.prompt.user).chain(l.prompt.system.as_ref()) {
+                if let TemplateSource::File(f) = t {
+                    rels.push(&f.file);
+                }
+            }
+            if let Some(SchemaRef::File(f)) = &l.schema {
+                rels.push(f);
+            }
+        }
+        for m in self.spec.models.values() {
+            if m.provider == Provider::Scripted {
+                if let Some(f) = m.params.get("file").and_then(Value::as_str) {
+                    rels.push(f);
+                }
+            }
+        }
+        let mut out: Vec<PathBuf> = self.path.canonicalize().into_iter().collect();
+        for r in rels {
+            if let Ok(p) = self.resolve(r, None) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Resolves `rel` under `root` (which must be canonical): see [`LoadedSpec::resolve`].

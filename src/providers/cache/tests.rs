@@ -237,6 +237,7 @@ fn cache_round_trip_and_corrupt_entries() {
         },
         cached: false,
         usage_estimated: true,
+        ..Default::default()
     };
     cache.put(&k, &resp).expect("put");
     let hit = cache.get(&k).expect("hit");

@@ -137,7 +137,8 @@ impl Cassette {
     /// # Errors
     /// [`CassetteError::Io`], or [`CassetteError::Line`] with the line number of the
     /// first malformed line (not JSON, missing fields, another format version, a bad
-    /// key).
+    /// key); a file with no exchange at all (empty, blank, or one unparsable
+    /// unterminated line such as binary data) is refused at line 1.
     pub fn load(path: &Path) -> Result<Cassette, CassetteError> {
         let bytes = std::fs::read(path).map_err(|source| CassetteError::Io {
             path: path.to_path_buf(),
@@ -225,6 +226,17 @@ impl Cassette {
                 ));
             c.len += 1;
         }
+        if c.len == 0 {
+            // Nothing to replay: every call would miss. Say why now.
+            return Err(bad(
+                1,
+                if c.truncated_tail {
+                    "not a cassette: no complete exchange line (a JSON object per line, as --record writes)".into()
+                } else {
+                    "empty cassette: it holds no exchange".into()
+                },
+            ));
+        }
         for s in c.slots.values_mut() {
             s.answers.sort_by_key(|(seq, _)| *seq);
         }
@@ -279,12 +291,17 @@ impl Cassette {
             .or_else(|| slot.answers.last())
             .expect("slots are never empty");
         Some(match (&a.error, &a.output) {
-            (Some(e), _) => Err(e.to_error()),
+            (Some(e), _) => Err(e.to_error(crate::providers::Billed {
+                usage: a.usage,
+                usage_estimated: a.usage_estimated,
+                cached: true,
+            })),
             (None, Some(o)) => Ok(LlmResponse {
                 output: o.clone(),
                 usage: a.usage,
                 cached: true,
                 usage_estimated: a.usage_estimated,
+                ..Default::default()
             }),
             (None, None) => Err(ProviderError::Permanent(
                 "the recorded exchange has no output".into(),
