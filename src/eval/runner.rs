@@ -163,9 +163,11 @@ pub fn load(
     let check_keys = opts.calls.replay.is_none();
     for (_, p) in &programs {
         let spec = &p.loaded.spec;
-        let models = check_keys
-            .then(|| crate::providers::registry::missing_keys(&spec.models))
-            .unwrap_or_default();
+        let models = if check_keys {
+            crate::providers::registry::missing_keys(&spec.models)
+        } else {
+            Vec::new()
+        };
         for m in models
             .into_iter()
             .chain(crate::providers::registry::missing_tool_keys(spec))
