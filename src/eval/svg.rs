@@ -166,7 +166,11 @@ pub struct BoxData {
 /// Horizontal box plots (min, quartiles, p95 marker, max) with every value as a dot.
 pub fn box_plots(title: &str, series: &[String], data: &[BoxData], unit: &str) -> String {
     let row_h = 46.0;
-    let (w, left, right, top) = (900.0, 120.0, 30.0, 34.0);
+    // The left margin fits the longest series name (about 6.5 px a character at
+    // font-size 11), so names are never clipped.
+    let longest = series.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+    let left = (longest as f64 * 6.5 + 16.0).clamp(120.0, 400.0);
+    let (w, right, top) = (780.0 + left, 30.0, 34.0);
     let h = top + row_h * series.len().max(1) as f64 + 40.0;
     let pw = w - left - right;
     let max = data
