@@ -23,10 +23,10 @@
 //! a 200 carrying an `overloaded_error`) are retried; `stop_reason: max_tokens` on
 //! structured output is a permanent error; prose instead of the tool call, or a
 //! `tool_use` of another name, goes to a repair turn.
-use super::net::{self, Secret};
+use super::net;
 use super::openai::{http_error, strip_fence};
 use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
-use crate::http::{self, CallPolicy, HttpError, HttpResponse};
+use crate::http::{self, HttpError, HttpResponse};
 use crate::spec::types::ModelSpec;
 use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
@@ -41,12 +41,7 @@ pub const API_VERSION: &str = "2023-06-01";
 /// A Messages API client for one model of a spec.
 #[derive(Debug)]
 pub struct AnthropicProvider {
-    name: String,
-    model: String,
-    endpoint: String,
-    key: Option<Secret>,
-    policy: CallPolicy,
-    spec: ModelSpec,
+    conn: net::Connection,
 }
 
 /// The Messages endpoint for a `base_url` (see the module docs).
@@ -74,42 +69,29 @@ impl AnthropicProvider {
     /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
     /// a `params` key that would replace the request's fixed fields.
     pub fn new(name: &str, spec: &ModelSpec) -> Result<AnthropicProvider, String> {
-        let model = spec
-            .model
-            .clone()
-            .filter(|m| !m.trim().is_empty())
-            .ok_or_else(|| {
-                format!("model `{name}`: provider anthropic needs `model` (e.g. claude-3-5-haiku-latest)")
-            })?;
-        let endpoint = endpoint(name, spec.base_url.as_deref())?;
-        if let Some(k) = net::fixed_param(&spec.params) {
-            return Err(format!(
-                "model `{name}`: params.{k} cannot be set (ragloop builds that field of the request)"
-            ));
-        }
-        let key = super::api_key(name, spec)?;
         Ok(AnthropicProvider {
-            name: name.to_string(),
-            model,
-            endpoint,
-            policy: net::policy(spec, key.as_ref()),
-            key,
-            spec: spec.clone(),
+            conn: net::Connection::new(
+                name,
+                spec,
+                "anthropic",
+                "e.g. claude-3-5-haiku-latest",
+                endpoint,
+            )?,
         })
     }
 
     /// The URL requests go to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.conn.endpoint
     }
 
     /// The JSON body sent for `req`.
     pub fn body(&self, req: &LlmRequest) -> Value {
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
+        body.insert("model".into(), json!(self.conn.model));
         body.insert(
             "max_tokens".into(),
-            json!(self.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+            json!(self.conn.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
         );
         let system: Vec<&str> = req
             .messages
@@ -148,7 +130,7 @@ impl AnthropicProvider {
         );
         body.insert(
             "temperature".into(),
-            json!(self.spec.temperature.clamp(0.0, 1.0)),
+            json!(self.conn.spec.temperature.clamp(0.0, 1.0)),
         );
         if let Some(schema) = &req.schema {
             let name = net::tool_name(schema);
@@ -163,6 +145,7 @@ impl AnthropicProvider {
             body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
         }
         let params: Map<String, Value> = self
+            .conn
             .spec
             .params
             .iter()
@@ -173,7 +156,10 @@ impl AnthropicProvider {
     }
 
     fn what(&self) -> String {
-        format!("anthropic model `{}` ({})", self.model, self.endpoint)
+        format!(
+            "anthropic model `{}` ({})",
+            self.conn.model, self.conn.endpoint
+        )
     }
 
     fn parse(
@@ -202,8 +188,8 @@ impl AnthropicProvider {
         let cut = || {
             permanent(format!(
                 "the reply was cut at max_tokens ({}) before it was complete (stop_reason max_tokens); raise models.{}.max_tokens",
-                self.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-                self.name
+                self.conn.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                self.conn.name
             ))
         };
         let text: String = blocks
@@ -311,7 +297,7 @@ impl AnthropicProvider {
             Usage {
                 input_tokens: input,
                 output_tokens,
-                cost_usd: net::cost_usd(&self.spec, input, output_tokens),
+                cost_usd: net::cost_usd(&self.conn.spec, input, output_tokens),
             },
             estimated,
         )
@@ -335,11 +321,11 @@ impl Provider for AnthropicProvider {
             let body = self.body(req).to_string();
             let build = || {
                 let b = http::client()
-                    .post(&self.endpoint)
+                    .post(&self.conn.endpoint)
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .header("anthropic-version", API_VERSION)
                     .body(body.clone());
-                match &self.key {
+                match &self.conn.key {
                     Some(k) => match reqwest::header::HeaderValue::from_str(k.expose()) {
                         Ok(mut v) => {
                             v.set_sensitive(true);
@@ -350,7 +336,7 @@ impl Provider for AnthropicProvider {
                     None => b,
                 }
             };
-            http::send_checked(build, &self.policy, |r| self.parse(req, &r))
+            http::send_checked(build, &self.conn.policy, |r| self.parse(req, &r))
                 .await
                 .map_err(|e| http_error(&self.what(), e))?
         })

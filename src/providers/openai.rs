@@ -38,9 +38,9 @@
 //! | other 4xx (the server's message shown), HTML page, non-JSON body, a 200 with another error object, no `choices`, a refusal, a content filter stop | permanent |
 //! | `finish_reason: length` on structured output, or with no text | permanent (raise `max_tokens`) |
 //! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn |
-use super::net::{self, Secret};
+use super::net;
 use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
-use crate::http::{self, CallPolicy, HttpError, HttpResponse};
+use crate::http::{self, HttpError, HttpResponse};
 use crate::spec::types::{ModelSpec, StructuredMode};
 use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
@@ -51,13 +51,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// An OpenAI-compatible Chat Completions client for one model of a spec.
 #[derive(Debug)]
 pub struct OpenAiProvider {
-    name: String,
-    model: String,
-    endpoint: String,
-    key: Option<Secret>,
-    policy: CallPolicy,
+    conn: net::Connection,
     mode: StructuredMode,
-    spec: ModelSpec,
 }
 
 /// The Chat Completions endpoint for a `base_url` (see the module docs).
@@ -86,40 +81,27 @@ impl OpenAiProvider {
     /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
     /// a `params` key that would replace the request's fixed fields.
     pub fn new(name: &str, spec: &ModelSpec) -> Result<OpenAiProvider, String> {
-        let model = spec
-            .model
-            .clone()
-            .filter(|m| !m.trim().is_empty())
-            .ok_or_else(|| {
-                format!("model `{name}`: provider openai needs `model` (the server's model name, e.g. gpt-4o-mini)")
-            })?;
-        let endpoint = endpoint(name, spec.base_url.as_deref())?;
-        if let Some(k) = net::fixed_param(&spec.params) {
-            return Err(format!(
-                "model `{name}`: params.{k} cannot be set (ragloop builds that field of the request)"
-            ));
-        }
-        let key = super::api_key(name, spec)?;
         Ok(OpenAiProvider {
-            name: name.to_string(),
-            model,
-            endpoint,
-            policy: net::policy(spec, key.as_ref()),
-            key,
+            conn: net::Connection::new(
+                name,
+                spec,
+                "openai",
+                "the server's model name, e.g. gpt-4o-mini",
+                endpoint,
+            )?,
             mode: spec.structured_output.unwrap_or(StructuredMode::ToolCall),
-            spec: spec.clone(),
         })
     }
 
     /// The URL requests go to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.conn.endpoint
     }
 
     /// The JSON body sent for `req`.
     pub fn body(&self, req: &LlmRequest) -> Value {
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
+        body.insert("model".into(), json!(self.conn.model));
         body.insert(
             "messages".into(),
             Value::Array(
@@ -129,8 +111,8 @@ impl OpenAiProvider {
                     .collect(),
             ),
         );
-        body.insert("temperature".into(), json!(self.spec.temperature));
-        if let Some(n) = self.spec.max_tokens {
+        body.insert("temperature".into(), json!(self.conn.spec.temperature));
+        if let Some(n) = self.conn.spec.max_tokens {
             body.insert("max_tokens".into(), json!(n));
         }
         if let Some(schema) = &req.schema {
@@ -165,6 +147,7 @@ impl OpenAiProvider {
             }
         }
         let params: Map<String, Value> = self
+            .conn
             .spec
             .params
             .iter()
@@ -175,7 +158,10 @@ impl OpenAiProvider {
     }
 
     fn what(&self) -> String {
-        format!("openai model `{}` ({})", self.model, self.endpoint)
+        format!(
+            "openai model `{}` ({})",
+            self.conn.model, self.conn.endpoint
+        )
     }
 
     /// Turns a 2xx response into the call's result (see the module docs).
@@ -224,10 +210,10 @@ impl OpenAiProvider {
         let cut = || {
             permanent(format!(
                 "the reply was cut at max_tokens ({}) before it was complete (finish_reason length); raise models.{}.max_tokens",
-                self.spec
+                self.conn.spec
                     .max_tokens
                     .map_or_else(|| "the server's default".into(), |n| n.to_string()),
-                self.name
+                self.conn.name
             ))
         };
         let (output, out_text) = match &req.schema {
@@ -282,7 +268,7 @@ impl OpenAiProvider {
             Usage {
                 input_tokens: input,
                 output_tokens,
-                cost_usd: net::cost_usd(&self.spec, input, output_tokens),
+                cost_usd: net::cost_usd(&self.conn.spec, input, output_tokens),
             },
             estimated,
         )
@@ -435,15 +421,15 @@ impl Provider for OpenAiProvider {
             let body = self.body(req).to_string();
             let build = || {
                 let b = http::client()
-                    .post(&self.endpoint)
+                    .post(&self.conn.endpoint)
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(body.clone());
-                match &self.key {
+                match &self.conn.key {
                     Some(k) => b.bearer_auth(k.expose()),
                     None => b,
                 }
             };
-            http::send_checked(build, &self.policy, |r| self.parse(req, &r))
+            http::send_checked(build, &self.conn.policy, |r| self.parse(req, &r))
                 .await
                 .map_err(|e| http_error(&self.what(), e))?
         })
