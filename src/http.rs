@@ -62,6 +62,9 @@ pub struct CallPolicy {
     pub max_retry_after: Duration,
     /// Strings that must never appear in a message (API keys).
     pub secrets: Vec<String>,
+    /// Largest response body read, in bytes ([`MAX_BODY_BYTES`] by default; the
+    /// embeddings client allows more, since a batch of large vectors is big).
+    pub max_body_bytes: usize,
 }
 
 impl Default for CallPolicy {
@@ -74,6 +77,7 @@ impl Default for CallPolicy {
             max_delay: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(120),
             secrets: Vec::new(),
+            max_body_bytes: MAX_BODY_BYTES,
         }
     }
 }
@@ -248,13 +252,13 @@ async fn attempt(
         status: Some(status),
         message: format!(
             "HTTP {status}: the response body is larger than {} MiB; ragloop does not read it (is this the right server?)",
-            MAX_BODY_BYTES >> 20
+            policy.max_body_bytes >> 20
         ),
     }
     };
     if resp
         .content_length()
-        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+        .is_some_and(|n| n > policy.max_body_bytes as u64)
     {
         return Err(too_large());
     }
@@ -263,7 +267,7 @@ async fn attempt(
     let read = loop {
         match resp.chunk().await {
             Ok(Some(c)) => {
-                if bytes.len() + c.len() > MAX_BODY_BYTES {
+                if bytes.len() + c.len() > policy.max_body_bytes {
                     return Err(too_large());
                 }
                 bytes.extend_from_slice(&c);

@@ -20,6 +20,30 @@
 // Diagnostics are large but only travel on the cold, failing path.
 #![allow(clippy::result_large_err)]
 
+/// Like `eprintln!`, but a closed or broken stderr (`ragloop run --verbose 2>&1 | head`)
+/// is ignored instead of panicking: diagnostics are best effort, the run's results
+/// and exit status are not.
+#[macro_export]
+macro_rules! errln {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Like `eprint!`, ignoring a closed or broken stderr (see [`errln!`]).
+#[macro_export]
+macro_rules! errp {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod diag;
 pub mod eval;
 pub mod graph;

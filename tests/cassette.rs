@@ -618,3 +618,33 @@ fn concurrent_calls_write_whole_lines() {
     items.sort_unstable();
     assert_eq!(items, (0..200).collect::<Vec<u64>>());
 }
+
+#[test]
+fn a_failure_later_answered_replays_the_answer() {
+    // `eval --resume --retry-failed --record` appends the rerun's answer after the
+    // failure of the same request.
+    let key = "cd".repeat(32);
+    let base = |seq: u64| {
+        json!({"v": 1, "seq": seq, "key": key, "node": "n", "model_name": "m",
+               "config": {"provider": "openai", "temperature": 0.0}, "messages": [],
+               "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0}})
+    };
+    let mut failed = base(0);
+    failed["error"] = json!({"kind": "transient", "message": "cannot connect"});
+    let mut answered = base(1);
+    answered["output"] = json!("the answer");
+    let text = format!("{failed}\n{answered}\n");
+    let c = Cassette::from_bytes(Path::new("c.jsonl"), text.as_bytes()).expect("load");
+    let k = ragloop::providers::cache::RequestKey::from_hex(&key).expect("key");
+    for _ in 0..3 {
+        let out = c
+            .answer(&k)
+            .expect("recorded")
+            .expect("answered, not the failure");
+        assert_eq!(out.output, json!("the answer"));
+    }
+    // A key that only failed still replays its failure.
+    let only = format!("{failed}\n");
+    let c = Cassette::from_bytes(Path::new("c.jsonl"), only.as_bytes()).expect("load");
+    assert!(c.answer(&k).expect("recorded").is_err());
+}

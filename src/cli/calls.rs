@@ -47,7 +47,7 @@ impl CallArgs {
         if let Some(path) = &self.replay {
             let c = Cassette::load(path).map_err(|e| format!("--replay: {e}"))?;
             if c.truncated_tail() {
-                eprintln!(
+                ragloop::errln!(
                     "ragloop: warning: the last line of {} is incomplete (an interrupted recording) and was skipped",
                     path.display()
                 );
@@ -55,12 +55,8 @@ impl CallArgs {
             opts.replay = Some(Arc::new(c));
         }
         if let Some(path) = &self.record {
-            let same = |other: &Path| matches!((path.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
-            let clobbered = inputs
-                .iter()
-                .copied()
-                .chain(self.replay.as_deref())
-                .find(|p| same(p));
+            let clobbered =
+                super::paths::clobbers(path, inputs.iter().copied().chain(self.replay.as_deref()));
             if let Some(p) = clobbered {
                 return Err(format!(
                     "--record {} would overwrite {}, an input of this run",

@@ -83,7 +83,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
     let mut early = args.calls.clone();
     early.record = None;
     if let Err(e) = early.apply(&mut layers, &inputs, args.resume) {
-        eprintln!("ragloop eval: {e}");
+        ragloop::errln!("ragloop eval: {e}");
         return ExitCode::from(super::EXIT_USAGE);
     }
     if let Some(rec) = &record_to {
@@ -104,8 +104,8 @@ pub fn run(args: EvalArgs) -> ExitCode {
             .chain(spec_files.iter().map(|p| (p.as_path(), "an input")))
             .chain(outputs.iter().map(|p| (p.as_path(), "an output")));
         for (p, role) in protected {
-            if same_file(rec, p) {
-                eprintln!(
+            if super::paths::same_file(rec, p) {
+                ragloop::errln!(
                     "ragloop eval: --record {} would overwrite {}, {role} of this eval",
                     rec.display(),
                     p.display()
@@ -138,32 +138,32 @@ pub fn run(args: EvalArgs) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("ragloop eval: cannot start the async runtime: {e}");
+            ragloop::errln!("ragloop eval: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
     match rt.block_on(run_eval(&cfg)) {
         Err(EvalError::Usage(m)) => {
-            eprintln!("ragloop eval: {m}");
+            ragloop::errln!("ragloop eval: {m}");
             ExitCode::from(super::EXIT_USAGE)
         }
         Err(EvalError::Failed(m)) => {
             // Rendered diagnostics (several lines, with their own `error[...]`
             // headers) are printed as they are; a one-line message gets the prefix.
             if m.trim_end().contains('\n') {
-                eprint!("{m}");
+                ragloop::errp!("{m}");
                 if !m.ends_with('\n') {
-                    eprintln!();
+                    ragloop::errln!();
                 }
             } else {
-                eprintln!("ragloop eval: {}", m.trim_end());
+                ragloop::errln!("ragloop eval: {}", m.trim_end());
             }
-            eprintln!("ragloop eval: no report was written");
+            ragloop::errln!("ragloop eval: no report was written");
             ExitCode::from(1)
         }
         Ok(o) => {
             for w in &o.warnings {
-                eprintln!("ragloop eval: {w}");
+                ragloop::errln!("ragloop eval: {w}");
             }
             let s = &o.summary;
             for (v, r) in &s.results {
@@ -199,56 +199,24 @@ pub fn run(args: EvalArgs) -> ExitCode {
             );
             let code = o.exit_code();
             if o.failed_runs > 0 {
-                eprintln!(
+                ragloop::errln!(
                     "ragloop eval: {} run(s) failed (see the Failed runs section of report.md or report.html)",
                     o.failed_runs
                 );
             }
             if !s.dataset_errors.is_empty() {
-                eprintln!(
+                ragloop::errln!(
                     "ragloop eval: {} dataset line(s) skipped",
                     s.dataset_errors.len()
                 );
             }
             for e in &o.report_errors {
-                eprintln!("ragloop eval: {e}");
+                ragloop::errln!("ragloop eval: {e}");
             }
             for g in s.gates.iter().filter(|g| !g.passed) {
-                eprintln!("ragloop eval: gate failed: {}: {}", g.gate, g.reason);
+                ragloop::errln!("ragloop eval: gate failed: {}: {}", g.gate, g.reason);
             }
             ExitCode::from(code)
         }
     }
-}
-
-/// Whether two paths name the same file, also when neither exists yet: the longest
-/// existing ancestor is resolved (symlinks included) and the rest appended with `.`
-/// and `..` applied.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    fn resolve(p: &std::path::Path) -> Option<PathBuf> {
-        use std::path::Component;
-        let abs = std::env::current_dir().ok()?.join(p);
-        if let Ok(c) = abs.canonicalize() {
-            return Some(c);
-        }
-        let mut out = PathBuf::new();
-        let mut resolved = true;
-        for c in abs.components() {
-            match c {
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    out.pop();
-                }
-                other => out.push(other),
-            }
-            if resolved {
-                match out.canonicalize() {
-                    Ok(c) => out = c,
-                    Err(_) => resolved = false,
-                }
-            }
-        }
-        Some(out)
-    }
-    matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
 }

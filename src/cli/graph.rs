@@ -36,11 +36,11 @@ pub fn run(args: GraphArgs) -> ExitCode {
         },
     );
     if !outcome.is_valid() {
-        eprint!(
+        ragloop::errp!(
             "{}",
             render::render(&outcome.diagnostics, &check_sources, Format::Human)
         );
-        eprintln!(
+        ragloop::errln!(
             "ragloop graph: {} is not valid; fix the errors above first",
             args.spec.display()
         );
@@ -50,7 +50,7 @@ pub fn run(args: GraphArgs) -> ExitCode {
     let loaded = match load_spec(&args.spec, &mut sources) {
         Ok(l) => l,
         Err(diags) => {
-            eprint!("{}", render::render(&diags, &sources, Format::Human));
+            ragloop::errp!("{}", render::render(&diags, &sources, Format::Human));
             return ExitCode::from(1);
         }
     };
@@ -58,7 +58,7 @@ pub fn run(args: GraphArgs) -> ExitCode {
         None => loaded,
         Some(v) if !loaded.spec.variants.contains_key(v) => {
             let names: Vec<&str> = loaded.spec.variants.keys().map(String::as_str).collect();
-            eprintln!(
+            ragloop::errln!(
                 "ragloop graph: no variant `{v}` in {} (variants: {})",
                 args.spec.display(),
                 if names.is_empty() {
@@ -72,7 +72,7 @@ pub fn run(args: GraphArgs) -> ExitCode {
         Some(v) => match overlay::apply(&loaded, v) {
             Ok(m) => m,
             Err(diags) => {
-                eprint!("{}", render::render(&diags, &sources, Format::Human));
+                ragloop::errp!("{}", render::render(&diags, &sources, Format::Human));
                 return ExitCode::from(1);
             }
         },

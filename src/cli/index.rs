@@ -33,7 +33,7 @@ pub fn run(args: IndexArgs) -> ExitCode {
     let corpus = match resolve_corpus(&spec, std::path::Path::new(".")) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            ragloop::errln!("error: {e}");
             return ExitCode::from(1);
         }
     };
@@ -49,7 +49,7 @@ pub fn run(args: IndexArgs) -> ExitCode {
         Ok((_index, report)) => {
             if !args.quiet {
                 for w in &report.warnings {
-                    eprintln!("warning: {w}");
+                    ragloop::errln!("warning: {w}");
                 }
             }
             if report.reused {
@@ -75,7 +75,7 @@ pub fn run(args: IndexArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            ragloop::errln!("error: {e}");
             ExitCode::from(1)
         }
     }

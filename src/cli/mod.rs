@@ -10,6 +10,7 @@ mod calls;
 mod eval;
 mod graph;
 mod index;
+mod paths;
 mod run;
 mod validate;
 

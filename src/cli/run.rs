@@ -59,7 +59,7 @@ pub struct RunArgs {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("ragloop run: {msg}");
+    ragloop::errln!("ragloop run: {msg}");
     ExitCode::from(super::EXIT_USAGE)
 }
 
@@ -116,7 +116,7 @@ fn print_human(r: &RunResult) {
         );
     }
     if let Some(e) = &r.error {
-        eprintln!("ragloop run: {e}");
+        ragloop::errln!("ragloop run: {e}");
     }
 }
 
@@ -158,15 +158,15 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(LoadError::Usage(m)) => return usage(m),
         Err(LoadError::Invalid(text)) => {
-            eprint!("{text}");
-            eprintln!(
+            ragloop::errp!("{text}");
+            ragloop::errln!(
                 "ragloop run: {} does not validate; nothing was run",
                 args.spec.display()
             );
             return ExitCode::from(1);
         }
         Err(LoadError::Compile(m)) => {
-            eprintln!("ragloop run: {m}");
+            ragloop::errln!("ragloop run: {m}");
             return ExitCode::from(1);
         }
     };
@@ -194,21 +194,26 @@ pub fn run(args: RunArgs) -> ExitCode {
     ));
     if !missing.is_empty() {
         for m in &missing {
-            eprintln!("ragloop run: {m}");
+            ragloop::errln!("ragloop run: {m}");
         }
         return ExitCode::from(super::EXIT_USAGE);
     }
     // Every file the run reads: the spec and the files it loaded (prompts, schemas,
     // fixtures), the questions, the replayed cassette. No output may overwrite one.
-    let spec_files = program.loaded.input_files();
+    // (Variants' files too: a prompt only a variant uses is still part of the spec.)
+    let mut spec_files = program.loaded.input_files();
+    for f in ragloop::runtime::spec_input_files(&args.spec) {
+        if !spec_files.contains(&f) {
+            spec_files.push(f);
+        }
+    }
     let mut read: Vec<&std::path::Path> = vec![args.spec.as_path()];
     read.extend(spec_files.iter().map(PathBuf::as_path));
     read.extend(args.input.as_deref());
     read.extend(args.calls.replay.as_deref());
     let mut trace_file = None;
     if let Some(path) = &args.trace {
-        let same = |other: &std::path::Path| matches!((path.canonicalize(), other.canonicalize()), (Ok(a), Ok(b)) if a == b);
-        if let Some(p) = read.iter().find(|p| same(p)) {
+        if let Some(p) = super::paths::clobbers(path, read.iter().copied()) {
             return usage(format!(
                 "--trace {} would overwrite {}, an input of this run",
                 path.display(),
@@ -233,7 +238,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let resources = match Resources::prepare(&program, opts) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("ragloop run: {e}");
+            ragloop::errln!("ragloop run: {e}");
             return ExitCode::from(1);
         }
     };
@@ -244,7 +249,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("ragloop run: cannot start the async runtime: {e}");
+            ragloop::errln!("ragloop run: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -265,7 +270,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{}", result_json(&result, None)).and_then(|()| out.flush());
                 if let Some(e) = &result.error {
-                    eprintln!("ragloop run: {e}");
+                    ragloop::errln!("ragloop run: {e}");
                 }
             } else {
                 print_human(&result);
@@ -305,7 +310,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                     Ok(v) => v,
                     Err(e) => {
                         bad_lines += 1;
-                        eprintln!(
+                        ragloop::errln!(
                             "ragloop run: {}:{lineno}: {e}",
                             args.input
                                 .as_deref()
@@ -336,7 +341,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                     .and_then(|()| stdout.flush())
                     .is_err()
                 {
-                    eprintln!("ragloop run: stdout closed; stopping after line {lineno}");
+                    ragloop::errln!("ragloop run: stdout closed; stopping after line {lineno}");
                     return ExitCode::from(worst.map_or(result.status.exit_code(), |w| {
                         if result.status.severity() > w.severity() {
                             result.status.exit_code()

@@ -67,7 +67,7 @@ pub fn run(args: ValidateArgs) -> ExitCode {
     let files = match expand(&args.specs) {
         Ok(f) => f,
         Err(msg) => {
-            eprintln!("ragloop validate: {msg}");
+            ragloop::errln!("ragloop validate: {msg}");
             return ExitCode::from(super::EXIT_USAGE);
         }
     };

@@ -466,7 +466,7 @@ impl ResponseCache {
 
     fn warn_once(&self, msg: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
-            eprintln!("ragloop: response cache write failed (the run goes on without caching new answers): {msg}");
+            crate::errln!("ragloop: response cache write failed (the run goes on without caching new answers): {msg}");
         }
     }
 }

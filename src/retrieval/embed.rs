@@ -117,6 +117,8 @@ impl Embedder {
         let mut policy = CallPolicy {
             retries: spec.retries.unwrap_or(2),
             timeout: Duration::from_secs_f64(timeout),
+            // A batch of 512 vectors of 3072 floats is about 35 MB of JSON.
+            max_body_bytes: 256 << 20,
             ..CallPolicy::default()
         };
         policy.secrets.extend(key.clone());

@@ -221,7 +221,7 @@ pub fn open_dense(
         .map_err(|_| "embedding the corpus failed unexpectedly".to_string())??;
     if progress {
         for n in &report.notes {
-            eprintln!("note: {n}");
+            crate::errln!("note: {n}");
         }
     }
     let dense = Arc::new(dense);

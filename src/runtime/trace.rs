@@ -165,7 +165,7 @@ impl<W: Write + Send> JsonlTrace<W> {
                 out.flush()
             });
         if let Err(e) = res {
-            eprintln!("ragloop: trace write failed, trace stopped: {e}");
+            crate::errln!("ragloop: trace write failed, trace stopped: {e}");
             self.out = None;
         }
     }
@@ -242,14 +242,14 @@ impl Observer for Verbose {
                 line.push_str(&format!(", {} cached", l.cached));
             }
         }
-        eprintln!("{line}");
+        crate::errln!("{line}");
         for (k, v) in &r.delta {
-            eprintln!("      {k} = {}", short(v));
+            crate::errln!("      {k} = {}", short(v));
         }
         if let Some(route) = &r.route {
             match &route.predicate {
-                Some(p) => eprintln!("      -> {} (when {p})", route.to),
-                None => eprintln!(
+                Some(p) => crate::errln!("      -> {} (when {p})", route.to),
+                None => crate::errln!(
                     "      -> {} ({})",
                     route.to,
                     if route.arm == Arm::Named("else") {
@@ -261,7 +261,7 @@ impl Observer for Verbose {
             }
         }
         if let Some(e) = &r.error {
-            eprintln!("      error: {e}");
+            crate::errln!("      error: {e}");
         }
     }
     fn finish(&mut self, r: &RunResult) {
@@ -273,13 +273,13 @@ impl Observer for Verbose {
         } else {
             String::new()
         };
-        eprintln!(
+        crate::errln!(
             "status: {} after {} step(s){cached}",
             r.status,
             r.path.len()
         );
         if r.usage.calls > 0 {
-            eprintln!("usage: {}", r.usage.summary());
+            crate::errln!("usage: {}", r.usage.summary());
         }
     }
 }

@@ -239,6 +239,12 @@ impl Cassette {
         }
         for s in c.slots.values_mut() {
             s.answers.sort_by_key(|(seq, _)| *seq);
+            // A request recorded both failing and answered was rerun after the
+            // failure (`eval --resume --retry-failed --record`, or a rerun appended to
+            // the cassette): the answer supersedes the failure.
+            if s.answers.iter().any(|(_, a)| a.error.is_none()) {
+                s.answers.retain(|(_, a)| a.error.is_none());
+            }
         }
         Ok(c)
     }
@@ -279,8 +285,9 @@ impl Cassette {
     }
 
     /// The next recorded answer of `key`: the answers of a key recorded several times
-    /// are served in recorded call order (`seq`), then the last one again and again.
-    /// `None` when the key was never recorded. A recorded failure comes back as the
+    /// are served in recorded call order (`seq`), then the last one again and again;
+    /// recorded failures of a key that was also answered are dropped at load (the
+    /// answer came from a rerun). `None` when the key was never recorded. A recorded failure comes back as the
     /// same kind of [`ProviderError`].
     pub fn answer(&self, key: &RequestKey) -> Option<Result<LlmResponse, ProviderError>> {
         let slot = self.slots.get(key)?;
