@@ -191,6 +191,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     // Web tools and query embeddings are live even under --replay.
     missing.extend(ragloop::providers::registry::missing_tool_keys(
         &program.loaded.spec,
+        args.calls.replay.is_some(),
     ));
     if !missing.is_empty() {
         for m in &missing {

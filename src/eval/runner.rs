@@ -170,7 +170,10 @@ pub fn load(
         };
         for m in models
             .into_iter()
-            .chain(crate::providers::registry::missing_tool_keys(spec))
+            .chain(crate::providers::registry::missing_tool_keys(
+                spec,
+                !check_keys,
+            ))
         {
             if !missing.contains(&m) {
                 missing.push(m);

@@ -96,7 +96,10 @@ pub fn missing_keys<'a>(
 /// empty. These are needed even by a replayed run (`--replay` answers the chat
 /// models only: web searches and query embeddings are made live). `ragloop run`
 /// reports them with [`missing_keys`], before anything runs, as a usage error.
-pub fn missing_tool_keys(spec: &crate::spec::types::Spec) -> Vec<String> {
+/// `replaying`: whether chat models are replayed; when they are not, [`missing_keys`]
+/// already reports the embedding models (they are models of the spec), so only the
+/// tools are checked here and no key is reported twice.
+pub fn missing_tool_keys(spec: &crate::spec::types::Spec, replaying: bool) -> Vec<String> {
     let unset = |var: &str| std::env::var(var).ok().is_none_or(|k| k.trim().is_empty());
     let mut out = Vec::new();
     for (name, t) in &spec.tools {
@@ -107,6 +110,9 @@ pub fn missing_tool_keys(spec: &crate::spec::types::Spec) -> Vec<String> {
                 ));
             }
         }
+    }
+    if !replaying {
+        return out;
     }
     let mut seen = Vec::new();
     for (rname, r) in &spec.retrievers {
