@@ -257,16 +257,10 @@ impl AnthropicProvider {
                         (v, raw)
                     }
                     Err(_) if truncated => return Err(cut()),
-                    Err(mut e) => {
-                        if let ProviderError::InvalidOutput { reply, billed, .. } = &mut e {
-                            let (usage, usage_estimated) = self.usage(req, &v, reply);
-                            *billed = Billed {
-                                usage,
-                                usage_estimated,
-                                cached: false,
-                            };
-                        }
-                        return Ok(Err(e));
+                    Err(e) => {
+                        return Ok(Err(net::bill_rejected(e, |reply| {
+                            self.usage(req, &v, reply)
+                        })))
                     }
                 }
             }
@@ -284,22 +278,16 @@ impl AnthropicProvider {
     /// input), else an estimate from the prompt and `raw` (flagged as estimated).
     fn usage(&self, req: &LlmRequest, v: &Value, raw: &str) -> (Usage, bool) {
         let usage = v.get("usage");
-        let input = net::count(usage.and_then(|u| u.get("input_tokens")));
-        let output_tokens = net::count(usage.and_then(|u| u.get("output_tokens")));
         let cache = net::count(usage.and_then(|u| u.get("cache_creation_input_tokens")))
             .unwrap_or(0)
             + net::count(usage.and_then(|u| u.get("cache_read_input_tokens"))).unwrap_or(0);
-        let estimated = input.is_none() || output_tokens.is_none();
-        let input =
-            input.unwrap_or_else(|| super::estimate_tokens(&net::prompt_chars(req))) + cache;
-        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(raw));
-        (
-            Usage {
-                input_tokens: input,
-                output_tokens,
-                cost_usd: net::cost_usd(&self.conn.spec, input, output_tokens),
-            },
-            estimated,
+        net::reply_usage(
+            &self.conn.spec,
+            req,
+            net::count(usage.and_then(|u| u.get("input_tokens"))),
+            net::count(usage.and_then(|u| u.get("output_tokens"))),
+            cache,
+            raw,
         )
     }
 }

@@ -645,3 +645,46 @@ impl Connection {
         })
     }
 }
+
+/// The usage of one reply: the server's token counts where it gave them, else
+/// estimates from the prompt and `out_text` (then flagged as estimated, the `bool`);
+/// `extra_input` (Anthropic's cache reads and writes) is added to the input. Cost
+/// from the model's prices.
+pub(crate) fn reply_usage(
+    spec: &ModelSpec,
+    req: &LlmRequest,
+    input: Option<u64>,
+    output: Option<u64>,
+    extra_input: u64,
+    out_text: &str,
+) -> (super::Usage, bool) {
+    let estimated = input.is_none() || output.is_none();
+    let input = input.unwrap_or_else(|| super::estimate_tokens(&prompt_chars(req))) + extra_input;
+    let output_tokens = output.unwrap_or_else(|| super::estimate_tokens(out_text));
+    (
+        super::Usage {
+            input_tokens: input,
+            output_tokens,
+            cost_usd: cost_usd(spec, input, output_tokens),
+        },
+        estimated,
+    )
+}
+
+/// A rejected reply ([`super::ProviderError::InvalidOutput`]) was still billed: its
+/// usage, computed by `usage` from the reply text, is attached. Other errors pass
+/// through unchanged.
+pub(crate) fn bill_rejected(
+    mut e: super::ProviderError,
+    usage: impl FnOnce(&str) -> (super::Usage, bool),
+) -> super::ProviderError {
+    if let super::ProviderError::InvalidOutput { reply, billed, .. } = &mut e {
+        let (usage, usage_estimated) = usage(reply);
+        *billed = super::Billed {
+            usage,
+            usage_estimated,
+            cached: false,
+        };
+    }
+    e
+}

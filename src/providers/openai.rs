@@ -228,20 +228,11 @@ impl OpenAiProvider {
                 let name = net::tool_name(schema);
                 match self.structured(msg, text, &name, schema) {
                     Ok((out, raw)) => (out, raw),
-                    Err(e) if truncated => {
-                        let _ = e;
-                        return Err(cut());
-                    }
-                    Err(mut e) => {
-                        if let ProviderError::InvalidOutput { reply, billed, .. } = &mut e {
-                            let (usage, usage_estimated) = self.usage(req, &v, reply);
-                            *billed = Billed {
-                                usage,
-                                usage_estimated,
-                                cached: false,
-                            };
-                        }
-                        return Ok(Err(e));
+                    Err(_) if truncated => return Err(cut()),
+                    Err(e) => {
+                        return Ok(Err(net::bill_rejected(e, |reply| {
+                            self.usage(req, &v, reply)
+                        })))
                     }
                 }
             }
@@ -259,18 +250,13 @@ impl OpenAiProvider {
     /// `out_text` (flagged as estimated).
     fn usage(&self, req: &LlmRequest, v: &Value, out_text: &str) -> (Usage, bool) {
         let usage = v.get("usage");
-        let input = net::count(usage.and_then(|u| u.get("prompt_tokens")));
-        let output_tokens = net::count(usage.and_then(|u| u.get("completion_tokens")));
-        let estimated = input.is_none() || output_tokens.is_none();
-        let input = input.unwrap_or_else(|| super::estimate_tokens(&net::prompt_chars(req)));
-        let output_tokens = output_tokens.unwrap_or_else(|| super::estimate_tokens(out_text));
-        (
-            Usage {
-                input_tokens: input,
-                output_tokens,
-                cost_usd: net::cost_usd(&self.conn.spec, input, output_tokens),
-            },
-            estimated,
+        net::reply_usage(
+            &self.conn.spec,
+            req,
+            net::count(usage.and_then(|u| u.get("prompt_tokens"))),
+            net::count(usage.and_then(|u| u.get("completion_tokens"))),
+            0,
+            out_text,
         )
     }
 
