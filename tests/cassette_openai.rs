@@ -2,10 +2,9 @@
 //! no key and no server: identical results. The response cache through the binary:
 //! a second run is answered from disk, `--no-cache` and temperature > 0 are not. A
 //! planted API key reaches the server and nothing else.
-mod providers_support;
 
+use crate::providers_support::crag_answer;
 use assert_cmd::Command;
-use providers_support::crag_answer;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use wiremock::matchers::{method, path};

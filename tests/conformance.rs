@@ -5,11 +5,10 @@
 //! The seed's grader returns one list of grades per retrieval; the spec's map node
 //! grades each document separately, so the recorded verdicts are scripted one per
 //! document, in document order.
-mod runtime_support;
 
+use crate::runtime_support::*;
 use ragloop::retrieval::Document;
 use ragloop::runtime::NoTrace;
-use runtime_support::*;
 use serde_json::{json, Value};
 
 fn scenarios() -> Vec<(String, Value)> {

@@ -1,7 +1,6 @@
 //! The `anthropic` provider against wiremock servers on 127.0.0.1.
-mod providers_support;
 
-use providers_support::*;
+use crate::providers_support::*;
 use ragloop::providers::anthropic::endpoint;
 use ragloop::runtime::Status;
 use serde_json::{json, Value};

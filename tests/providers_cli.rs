@@ -1,10 +1,9 @@
 //! `ragloop run` against mock OpenAI-compatible and Anthropic servers on 127.0.0.1:
 //! the shipped CRAG graph end to end with `--model NAME=openai:MODEL@URL`, missing
 //! keys, and a planted API key that must never reach any output.
-mod providers_support;
 
+use crate::providers_support::*;
 use assert_cmd::Command;
-use providers_support::*;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 

@@ -1,8 +1,7 @@
 //! The `openai` provider against wiremock servers on 127.0.0.1: request shapes,
 //! lenient parsing, repair turns, retries, timeouts, failures.
-mod providers_support;
 
-use providers_support::*;
+use crate::providers_support::*;
 use ragloop::providers::openai::endpoint;
 use ragloop::runtime::Status;
 use serde_json::{json, Value};

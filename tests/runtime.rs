@@ -1,9 +1,8 @@
 //! Runtime tests: reducers, branches, strict undefined, limits, repairs, map order,
 //! traces, template safety. No network: scripted providers and retrievers.
-mod runtime_support;
 
+use crate::runtime_support::*;
 use ragloop::runtime::{JsonlTrace, NoTrace, Status};
-use runtime_support::*;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

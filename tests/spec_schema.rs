@@ -1,5 +1,5 @@
 //! `schemas/spec.schema.json` is generated from the Rust types of the spec format.
-//! This test fails when the two drift; `RAGLOOP_BLESS=1 cargo test --test spec_schema`
+//! This test fails when the two drift; `RAGLOOP_BLESS=1 cargo test --test integration spec_schema::`
 //! rewrites the file.
 use ragloop::spec::spec_json_schema;
 use std::path::Path;

@@ -184,7 +184,7 @@ codes! {
 pub fn codes_markdown() -> String {
     let mut out = String::from(
         "# Diagnostic codes\n\n\
-         Generated from `src/diag/code.rs` (`RAGLOOP_BLESS=1 cargo test --test docs` rewrites it).\n\
+         Generated from `src/diag/code.rs` (`RAGLOOP_BLESS=1 cargo test --test integration docs::` rewrites it).\n\
          Codes are stable: a code is never reused for a different fault. `E` codes are errors\n\
          (`ragloop validate` exits 1), `W` codes are warnings (exit 1 only with `--deny-warnings`).\n\n\
          Every diagnostic points at the offending value: in the spec, or in the prompt or schema\n\

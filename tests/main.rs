@@ -1,0 +1,28 @@
+//! The one integration-test binary: every file under tests/ is a module of it, so the
+//! crate is linked once for all of them (see README "Development").
+
+mod providers_support;
+mod runtime_support;
+
+mod cassette;
+mod cassette_cli;
+mod cassette_openai;
+mod cli;
+mod conformance;
+mod crag_web;
+mod dense;
+mod docs;
+mod eval;
+mod graph_props;
+mod invalid_specs;
+mod offline_provider;
+mod providers_anthropic;
+mod providers_cli;
+mod providers_openai;
+mod retrieval;
+mod retrieval_cli;
+mod run_outputs_cli;
+mod runtime;
+mod runtime_cli;
+mod spec_schema;
+mod websearch;
