@@ -19,6 +19,7 @@ mod offline_provider;
 mod providers_anthropic;
 mod providers_cli;
 mod providers_openai;
+mod redirects;
 mod retrieval;
 mod retrieval_cli;
 mod run_outputs_cli;
