@@ -128,10 +128,9 @@ impl AnthropicProvider {
                     .collect(),
             ),
         );
-        body.insert(
-            "temperature".into(),
-            json!(self.conn.spec.temperature.clamp(0.0, 1.0)),
-        );
+        if let Some(t) = net::sent_temperature(&self.conn.spec) {
+            body.insert("temperature".into(), t);
+        }
         if let Some(schema) = &req.schema {
             let name = net::tool_name(schema);
             body.insert(

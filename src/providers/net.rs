@@ -457,6 +457,22 @@ pub(crate) fn drop_optional_nulls(schema: &Value, out: &mut Value) {
     }
 }
 
+/// The `temperature` field a request of model `m` carries after the `params` merge
+/// (one rule for the bodies the providers send and for the response cache's
+/// eligibility, [`super::cache::cacheable`]): `params.temperature` when the params
+/// set it (`null` removes the field: the server's default applies, `None`), else the
+/// model's `temperature` (clamped to the Messages API's 0..1 for `anthropic`).
+pub(crate) fn sent_temperature(m: &ModelSpec) -> Option<Value> {
+    match m.params.get("temperature") {
+        Some(Value::Null) => None,
+        Some(v) => Some(v.clone()),
+        None if m.provider == Kind::Anthropic => {
+            Some(serde_json::json!(m.temperature.clamp(0.0, 1.0)))
+        }
+        None => Some(serde_json::json!(m.temperature)),
+    }
+}
+
 /// `params` of a network model, merged into the request body: each key is set at
 /// the top level (a `null` value removes the field the provider would send, e.g.
 /// `temperature: null` for models that reject it); `model`, `messages`, `system`,

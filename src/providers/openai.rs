@@ -111,7 +111,9 @@ impl OpenAiProvider {
                     .collect(),
             ),
         );
-        body.insert("temperature".into(), json!(self.conn.spec.temperature));
+        if let Some(t) = net::sent_temperature(&self.conn.spec) {
+            body.insert("temperature".into(), t);
+        }
         if let Some(n) = self.conn.spec.max_tokens {
             body.insert("max_tokens".into(), json!(n));
         }

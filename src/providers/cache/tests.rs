@@ -276,4 +276,17 @@ fn cacheable_models() {
     assert!(!cacheable(&model(json!({"provider": "offline"}))));
     assert!(!cacheable(&model(json!({"provider": "scripted"}))));
     assert!(!cacheable(&model(json!({"provider": "replay"}))));
+    // The temperature sent, after the params merge, decides.
+    let with = |params: Value| {
+        cacheable(&model(
+            json!({"provider": "anthropic", "temperature": 0, "params": params}),
+        ))
+    };
+    assert!(!with(json!({"temperature": 0.7})));
+    assert!(!with(json!({"temperature": null})));
+    assert!(!with(json!({"temperature": "0"})));
+    assert!(with(json!({"temperature": 0, "top_p": 0.5})));
+    assert!(cacheable(&model(
+        json!({"provider": "openai", "temperature": 0.9, "params": {"temperature": 0.0}})
+    )));
 }
