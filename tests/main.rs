@@ -16,6 +16,7 @@ mod eval;
 mod graph_props;
 mod invalid_specs;
 mod offline_provider;
+mod provider_failures;
 mod providers_anthropic;
 mod providers_cli;
 mod providers_openai;

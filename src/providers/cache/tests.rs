@@ -290,3 +290,35 @@ fn cacheable_models() {
         json!({"provider": "openai", "temperature": 0.9, "params": {"temperature": 0.0}})
     )));
 }
+
+#[test]
+fn recorded_billed_failures_come_back_with_their_usage() {
+    use crate::providers::cassette::RecordedError;
+    use crate::providers::{Billed, ProviderError, Usage};
+    let billed = Billed {
+        usage: Usage {
+            input_tokens: 900,
+            output_tokens: 1024,
+            cost_usd: 0.5,
+        },
+        usage_estimated: false,
+        cached: true,
+    };
+    for kind in ["truncated", "unusable", "invalid_output"] {
+        let e = RecordedError {
+            kind: kind.into(),
+            message: "cut".into(),
+            reply: None,
+        }
+        .to_error(billed);
+        assert_eq!(e.billed(), Some(&billed), "{kind}");
+        assert!(!e.is_transient());
+    }
+    let e = RecordedError {
+        kind: "permanent".into(),
+        message: "x".into(),
+        reply: None,
+    }
+    .to_error(billed);
+    assert!(matches!(e, ProviderError::Permanent(_)) && e.billed().is_none());
+}
