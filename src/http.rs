@@ -11,6 +11,15 @@
 //! | 408, 429, 500–599 (Anthropic's 529 "overloaded" included) | yes, after `Retry-After` when the server sends one |
 //! | any other 4xx (400 bad request, 401 bad key, 404 unknown model, ...) | no: fails at once with the server's own message |
 //! | a body larger than [`MAX_BODY_BYTES`] (16 MiB) | no: fails at once, the body is not kept |
+//! | a redirect (300–399) | no: fails at once, the redirect is not followed (below) |
+//!
+//! **Redirects are never followed.** An API call carries a key (`Authorization`,
+//! `x-api-key`, ...) and a request body; following a `Location` could hand both to
+//! a server the spec never named. So the [`client`] follows no redirect, for every
+//! caller alike (LLM providers, embeddings, web search), and a 3xx answer is a
+//! permanent failure naming the status and the origin (`scheme://host:port`) of its
+//! `Location` — never the full target, whose query may carry a key — and asking for
+//! the API's own address in `base_url`.
 //!
 //! Secrets (API keys) handed to [`CallPolicy::secrets`] are replaced by
 //! `[redacted]` in every message this module produces, so a key never reaches a
@@ -34,15 +43,20 @@ use std::time::{Duration, SystemTime};
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The process-wide HTTP client (connection pool shared by every model and tool).
-/// Timeouts are set per request by [`send`], not on the client.
+/// Timeouts are set per request by [`send`], not on the client. It follows no
+/// redirect (see the module docs): every HTTP request of the crate goes through it.
 pub fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
+        // Building fails only when the TLS backend cannot start, where
+        // `reqwest::Client::new()` would panic too; there is no client without the
+        // redirect policy to fall back to.
         reqwest::Client::builder()
             .user_agent(concat!("ragloop/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
-            .unwrap_or_else(|_| reqwest::Client::new())
+            .unwrap_or_else(|e| panic!("cannot build the HTTP client: {e}"))
     })
 }
 
@@ -237,6 +251,16 @@ async fn attempt(
         Err(e) => return Err(transient(format!("request failed: {}", error_chain(&e)))),
     };
     let status = resp.status().as_u16();
+    if (300..400).contains(&status) {
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok());
+        return Err(HttpError::Permanent {
+            status: Some(status),
+            message: policy.redact(&redirect_message(status, location, resp.url())),
+        });
+    }
     let content_type = resp
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -320,6 +344,24 @@ async fn attempt(
         message,
         retry_after,
     })
+}
+
+/// The failure message of a redirect answer: the status, the origin of its
+/// `Location` (resolved against the request's URL `from`; never its path or query,
+/// which may carry a key), and the fix.
+fn redirect_message(status: u16, location: Option<&str>, from: &reqwest::Url) -> String {
+    let origin = |u: &reqwest::Url| u.origin().ascii_serialization();
+    let target = match location.map(|l| from.join(l.trim())) {
+        None => "without a Location".to_string(),
+        Some(Err(_)) => "to an unreadable Location".to_string(),
+        Some(Ok(to)) if origin(&to) == origin(from) => {
+            format!("to another path on the same origin {}", origin(&to))
+        }
+        Some(Ok(to)) => format!("to another origin, {}", origin(&to)),
+    };
+    format!(
+        "HTTP {status}: the server redirects {target}; ragloop does not follow redirects of API calls (a key must never reach an address the spec did not name): give the API's own address, without redirects (fix base_url)"
+    )
 }
 
 /// `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3).
@@ -415,6 +457,24 @@ mod tests {
             "<html> <body> Bad Gateway </body></html>"
         );
         assert_eq!(server_message("  "), "empty body");
+    }
+
+    #[test]
+    fn redirect_messages_name_the_origin_only() {
+        let from = reqwest::Url::parse("http://127.0.0.1:8080/v1/messages").unwrap();
+        let m = redirect_message(
+            307,
+            Some("http://localhost:9999/v1/messages?key=sk-abc"),
+            &from,
+        );
+        assert!(m.starts_with("HTTP 307: "), "{m}");
+        assert!(m.contains("another origin, http://localhost:9999;"), "{m}");
+        assert!(!m.contains("sk-abc") && !m.contains("/v1/messages"), "{m}");
+        assert!(m.contains("fix base_url"), "{m}");
+        let m = redirect_message(301, Some("/v2/messages"), &from);
+        assert!(m.contains("same origin http://127.0.0.1:8080"), "{m}");
+        let m = redirect_message(302, None, &from);
+        assert!(m.contains("without a Location"), "{m}");
     }
 
     #[test]

@@ -21,8 +21,11 @@
 //!
 //! **Failures** as for [`super::openai`]: 408/429/5xx and 529 "overloaded" (also as
 //! a 200 carrying an `overloaded_error`) are retried; `stop_reason: max_tokens` on
-//! structured output is a permanent error; prose instead of the tool call, or a
-//! `tool_use` of another name, goes to a repair turn.
+//! structured output (whatever the `tool_use` block holds, often an empty `input`),
+//! or with no text, is a [`ProviderError::Truncated`] checked before anything else
+//! (no repair turn, no retry: raise `max_tokens`); prose instead of the tool call, or
+//! a `tool_use` of another name, goes to a repair turn. Failed replies are billed as
+//! for `openai`.
 use super::net;
 use super::openai::{http_error, strip_fence};
 use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
@@ -128,10 +131,9 @@ impl AnthropicProvider {
                     .collect(),
             ),
         );
-        body.insert(
-            "temperature".into(),
-            json!(self.conn.spec.temperature.clamp(0.0, 1.0)),
-        );
+        if let Some(t) = net::sent_temperature(&self.conn.spec) {
+            body.insert("temperature".into(), t);
+        }
         if let Some(schema) = &req.schema {
             let name = net::tool_name(schema);
             body.insert(
@@ -184,27 +186,37 @@ impl AnthropicProvider {
                 "the model refused to answer (stop_reason refusal)".into(),
             ));
         }
-        let truncated = stop == "max_tokens";
-        let cut = || {
-            permanent(format!(
-                "the reply was cut at max_tokens ({}) before it was complete (stop_reason max_tokens); raise models.{}.max_tokens",
-                self.conn.spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-                self.conn.name
-            ))
-        };
         let text: String = blocks
             .iter()
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
             .filter_map(|b| b.get("text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("");
+        // Truncation first, before any reading of the tool call: a cut structured
+        // reply (often a `tool_use` with an empty `input`) is not a schema failure.
+        // A text answer with text is kept.
+        if stop == "max_tokens" && (req.schema.is_some() || text.trim().is_empty()) {
+            let inputs: String = blocks
+                .iter()
+                .filter_map(|b| b.get("input"))
+                .map(Value::to_string)
+                .collect();
+            let (usage, usage_estimated) = self.usage(req, &v, &format!("{text}{inputs}"));
+            return Ok(Err(net::truncated(
+                &self.conn,
+                &self.what(),
+                "stop_reason max_tokens",
+                &["max_tokens"],
+                Some(DEFAULT_MAX_TOKENS),
+                Billed {
+                    usage,
+                    usage_estimated,
+                    cached: false,
+                },
+            )));
+        }
         let (output, raw) = match &req.schema {
-            None => {
-                if truncated && text.trim().is_empty() {
-                    return Err(cut());
-                }
-                (Value::String(text.clone()), text)
-            }
+            None => (Value::String(text.clone()), text),
             Some(schema) => {
                 let name = net::tool_name(schema);
                 let uses: Vec<(&str, &Value)> = blocks
@@ -256,7 +268,6 @@ impl AnthropicProvider {
                         let raw = v.to_string();
                         (v, raw)
                     }
-                    Err(_) if truncated => return Err(cut()),
                     Err(e) => {
                         return Ok(Err(net::bill_rejected(e, |reply| {
                             self.usage(req, &v, reply)
@@ -324,9 +335,18 @@ impl Provider for AnthropicProvider {
                     None => b,
                 }
             };
-            http::send_checked(build, &self.conn.policy, |r| self.parse(req, &r))
-                .await
-                .map_err(|e| http_error(&self.what(), e))?
+            let what = self.what();
+            http::send_checked(build, &self.conn.policy, |r| {
+                net::bill_unusable(&what, &r, self.parse(req, &r), |v| {
+                    let u = v.get("usage")?;
+                    let counted = ["input_tokens", "output_tokens"]
+                        .iter()
+                        .any(|k| net::count(u.get(*k)).is_some());
+                    counted.then(|| self.usage(req, v, ""))
+                })
+            })
+            .await
+            .map_err(|e| http_error(&self.what(), e))?
         })
     }
 }

@@ -54,8 +54,10 @@
 //! entry may be empty or torn, and then it is a miss like any corrupt entry. [`CachedProvider`] puts the cache in front of a
 //! provider. Only answers are cached, never failures.
 //!
-//! Which models are cached is decided by [`cacheable`]: temperature 0 and a network
-//! provider (`openai`, `anthropic`). Not `scripted` (its answers depend on call
+//! Which models are cached is decided by [`cacheable`]: a network provider (`openai`,
+//! `anthropic`) whose requests carry temperature exactly 0, as sent after the
+//! `params` merge (`params: {temperature: 0.7}` or `temperature: null`, the server's
+//! default, are not cached). Not `scripted` (its answers depend on call
 //! order), not `replay` (already an in-memory lookup), and not `offline`: it answers in
 //! about the time of a cache read, and its answers depend on the corpus index and on
 //! the ragloop version, which the key does not hold (see docs/cassettes.md for the
@@ -335,10 +337,19 @@ pub fn canonical_bytes(v: &Value) -> Vec<u8> {
     out
 }
 
-/// Whether the response cache applies to a model: temperature 0 and a network
-/// provider (`openai` or `anthropic`). See the module docs for why not the others.
+/// Whether the response cache applies to a model: a network provider (`openai` or
+/// `anthropic`) whose requests carry `temperature` exactly 0 — the temperature
+/// actually sent, after the `params` merge ([`super::net::sent_temperature`]): a
+/// `params.temperature` of 0.7 is not cached, and neither is `temperature: null`
+/// (the field removed: the server's default, which is not 0 for the known APIs).
+/// Other sampling parameters (`top_p`, `top_k`, `seed`, ...) do not change the
+/// eligibility: at temperature 0 decoding is greedy, and they are part of the key
+/// anyway. See the module docs for why not the other providers.
 pub fn cacheable(m: &ModelSpec) -> bool {
-    m.temperature == 0.0 && matches!(m.provider, Kind::Openai | Kind::Anthropic)
+    matches!(m.provider, Kind::Openai | Kind::Anthropic)
+        && super::net::sent_temperature(m)
+            .and_then(|t| t.as_f64())
+            .is_some_and(|t| t == 0.0)
 }
 
 /// One stored answer.

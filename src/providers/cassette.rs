@@ -26,9 +26,10 @@
 //! - `output` and `usage`: what the provider returned; `cached`: the answer came from
 //!   the response cache (its `usage` is the original call's);
 //! - `usage_estimated: true` (only when true): the server reported no token counts;
-//! - a rejected reply (`error.kind` `invalid_output`) carries the `usage` it was
-//!   billed (a rejected attempt costs like any other); other failures have zero usage;
-//! - `error`: `{"kind": "transient"|"permanent"|"unsupported"|"invalid_output",
+//! - a failure the server answered and billed (`error.kind` `invalid_output`,
+//!   `truncated` or `unusable`) carries the `usage` it was billed (a failed attempt
+//!   costs like any other); other failures have zero usage;
+//! - `error`: `{"kind": "transient"|"permanent"|"unsupported"|"invalid_output"|"truncated"|"unusable",
 //!   "message": ..., "reply": ...}` when the call failed for good, after the
 //!   provider's own retries (`reply`: what the model sent when it was not in the
 //!   asked shape, shown back in the repair turn). A call dropped before it ended is
@@ -64,7 +65,8 @@ pub const CASSETTE_VERSION: u32 = 1;
 /// A recorded failure.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecordedError {
-    /// `transient`, `permanent`, `unsupported` or `invalid_output`.
+    /// `transient`, `permanent`, `unsupported`, `invalid_output`, `truncated` or
+    /// `unusable` (see [`ProviderError`]; an unknown kind reads as `permanent`).
     pub kind: String,
     /// The provider's message (for `invalid_output`, what is wrong with the reply).
     pub message: String,
@@ -82,6 +84,8 @@ impl RecordedError {
             ProviderError::InvalidOutput { reply, reason, .. } => {
                 ("invalid_output", reason, Some(reply.clone()))
             }
+            ProviderError::Truncated { message, .. } => ("truncated", message, None),
+            ProviderError::Unusable { message, .. } => ("unusable", message, None),
         };
         RecordedError {
             kind: kind.into(),
@@ -90,8 +94,8 @@ impl RecordedError {
         }
     }
 
-    /// The error again; a rejected reply (`invalid_output`) carries `billed`, the
-    /// recorded usage of its line.
+    /// The error again; a billed failure (`invalid_output`, `truncated`, `unusable`)
+    /// carries `billed`, the recorded usage of its line.
     pub fn to_error(&self, billed: super::Billed) -> ProviderError {
         match self.kind.as_str() {
             "transient" => ProviderError::Transient(self.message.clone()),
@@ -99,6 +103,14 @@ impl RecordedError {
             "invalid_output" => ProviderError::InvalidOutput {
                 reply: self.reply.clone().unwrap_or_default(),
                 reason: self.message.clone(),
+                billed,
+            },
+            "truncated" => ProviderError::Truncated {
+                message: self.message.clone(),
+                billed,
+            },
+            "unusable" => ProviderError::Unusable {
+                message: self.message.clone(),
                 billed,
             },
             _ => ProviderError::Permanent(self.message.clone()),
@@ -279,18 +291,15 @@ impl RecordingProvider {
             output: r.as_ref().ok().map(|r| &r.output),
             usage: match r {
                 Ok(r) => r.usage,
-                Err(ProviderError::InvalidOutput { billed, .. }) => billed.usage,
-                Err(_) => Usage::default(),
+                Err(e) => e.billed().map_or_else(Usage::default, |b| b.usage),
             },
             usage_estimated: match r {
                 Ok(r) => r.usage_estimated,
-                Err(ProviderError::InvalidOutput { billed, .. }) => billed.usage_estimated,
-                Err(_) => false,
+                Err(e) => e.billed().is_some_and(|b| b.usage_estimated),
             },
             cached: match r {
                 Ok(r) => r.cached,
-                Err(ProviderError::InvalidOutput { billed, .. }) => billed.cached,
-                Err(_) => false,
+                Err(e) => e.billed().is_some_and(|b| b.cached),
             },
             error: r.err().map(RecordedError::from_error),
         }

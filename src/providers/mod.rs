@@ -126,9 +126,32 @@ pub enum ProviderError {
         /// estimate): a rejected attempt still costs, and the runtime counts it.
         billed: Billed,
     },
+    /// The reply was cut at the output-token limit (`max_tokens`; OpenAI's
+    /// `finish_reason: length`, Anthropic's `stop_reason: max_tokens`). Detected from
+    /// the stop reason before any schema check: it is neither a schema failure (no
+    /// repair turn: the same budget would cut the repair too) nor retried. The
+    /// message names the model's limit setting, its value and how to raise it.
+    #[error("{message}")]
+    Truncated {
+        /// What happened and how to raise the limit.
+        message: String,
+        /// What the cut reply was billed (the server's counts, or an estimate).
+        billed: Billed,
+    },
+    /// The server answered and reported the usage it billed, but the answer cannot
+    /// be used and neither a retry nor a repair turn would help: a refusal, a
+    /// content-filter stop, a 2xx carrying an error object or no choices. Permanent.
+    #[error("{message}")]
+    Unusable {
+        /// What happened, with the server's message.
+        message: String,
+        /// The usage the server reported for the call.
+        billed: Billed,
+    },
 }
 
-/// The usage of a reply that was rejected ([`ProviderError::InvalidOutput`]).
+/// The usage of a reply that failed: rejected ([`ProviderError::InvalidOutput`]), cut
+/// short ([`ProviderError::Truncated`]) or unusable ([`ProviderError::Unusable`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Billed {
     /// Tokens and cost of the call.
@@ -144,6 +167,22 @@ impl ProviderError {
     /// Whether a retry of the same request could help (only [`ProviderError::Transient`]).
     pub fn is_transient(&self) -> bool {
         matches!(self, ProviderError::Transient(_))
+    }
+
+    /// What the failed call was billed, when the server answered: the variants that
+    /// carry a [`Billed`] ([`ProviderError::InvalidOutput`],
+    /// [`ProviderError::Truncated`], [`ProviderError::Unusable`]). `None` for failures
+    /// without an answer (timeouts, HTTP errors, unsupported tasks). The runtime adds
+    /// it to the node's and the run's usage like an answer's.
+    pub fn billed(&self) -> Option<&Billed> {
+        match self {
+            ProviderError::InvalidOutput { billed, .. }
+            | ProviderError::Truncated { billed, .. }
+            | ProviderError::Unusable { billed, .. } => Some(billed),
+            ProviderError::Transient(_)
+            | ProviderError::Permanent(_)
+            | ProviderError::Unsupported(_) => None,
+        }
     }
 }
 

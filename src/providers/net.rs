@@ -457,6 +457,114 @@ pub(crate) fn drop_optional_nulls(schema: &Value, out: &mut Value) {
     }
 }
 
+/// The `temperature` field a request of model `m` carries after the `params` merge
+/// (one rule for the bodies the providers send and for the response cache's
+/// eligibility, [`super::cache::cacheable`]): `params.temperature` when the params
+/// set it (`null` removes the field: the server's default applies, `None`), else the
+/// model's `temperature` (clamped to the Messages API's 0..1 for `anthropic`).
+pub(crate) fn sent_temperature(m: &ModelSpec) -> Option<Value> {
+    match m.params.get("temperature") {
+        Some(Value::Null) => None,
+        Some(v) => Some(v.clone()),
+        None if m.provider == Kind::Anthropic => {
+            Some(serde_json::json!(m.temperature.clamp(0.0, 1.0)))
+        }
+        None => Some(serde_json::json!(m.temperature)),
+    }
+}
+
+/// The output-token limit a request of model `name` carries after the `params`
+/// merge, for messages: the setting that decides it (a spec path) and its value.
+/// `keys` are the body fields that set a limit, the first one set winning
+/// (`max_completion_tokens` before `max_tokens` for OpenAI); `default` is what is
+/// sent when the model sets no `max_tokens` (Anthropic's required default).
+fn token_limit(
+    name: &str,
+    spec: &ModelSpec,
+    keys: &[&str],
+    default: Option<u32>,
+) -> (String, Option<String>) {
+    let mut base_removed = false;
+    for k in keys {
+        match spec.params.get(*k) {
+            Some(Value::Null) => base_removed |= *k == "max_tokens",
+            Some(v) => {
+                return (
+                    format!("models.{name}.params.{k}"),
+                    Some(format!("{k} ({v})")),
+                )
+            }
+            None => {}
+        }
+    }
+    let setting = format!("models.{name}.max_tokens");
+    let value = match (base_removed, spec.max_tokens, default) {
+        (true, _, _) | (false, None, None) => None,
+        (false, Some(n), _) => Some(format!("max_tokens ({n})")),
+        (false, None, Some(d)) => Some(format!(
+            "max_tokens ({d}, the default: {setting} is not set)"
+        )),
+    };
+    (setting, value)
+}
+
+/// The failure of a reply cut at the output-token limit ([`super::ProviderError::Truncated`]),
+/// for the model of `conn` (`what` names it for messages): `stop` is the stop reason
+/// as the server wrote it (`finish_reason length`); `keys` and `default` as for the
+/// limit the request carried (see [`token_limit`]); `billed` what the reply cost.
+pub(crate) fn truncated(
+    conn: &Connection,
+    what: &str,
+    stop: &str,
+    keys: &[&str],
+    default: Option<u32>,
+    billed: super::Billed,
+) -> super::ProviderError {
+    let (setting, value) = token_limit(&conn.name, &conn.spec, keys, default);
+    let message = match value {
+        Some(v) => format!(
+            "{what}: the reply was cut at {v} before it was complete ({stop}); a truncated reply gets no repair turn and no retry (the same limit would cut it again): raise {setting}"
+        ),
+        None => format!(
+            "{what}: the reply was cut at the server's default output-token limit before it was complete ({stop}; no max_tokens is sent); a truncated reply gets no repair turn and no retry: set {setting}"
+        ),
+    };
+    super::ProviderError::Truncated { message, billed }
+}
+
+/// A permanent failure of a 2xx reply (a refusal, a content-filter stop, a 200
+/// carrying an error object, no choices) whose body reports token usage becomes
+/// [`super::ProviderError::Unusable`] carrying that usage, so a failed call that was
+/// billed is counted. `usage` reads the counts from the JSON body (`None` when it
+/// reports none: the failure then passes through unchanged, as do answers and
+/// transient failures, which are retried). `what` names the model for the message.
+pub(crate) fn bill_unusable(
+    what: &str,
+    resp: &HttpResponse,
+    parsed: Result<Result<super::LlmResponse, super::ProviderError>, HttpError>,
+    usage: impl FnOnce(&Value) -> Option<(super::Usage, bool)>,
+) -> Result<Result<super::LlmResponse, super::ProviderError>, HttpError> {
+    let Err(HttpError::Permanent { message, .. }) = &parsed else {
+        return parsed;
+    };
+    let body = resp.body.trim_start_matches('\u{feff}').trim();
+    let Some((usage, usage_estimated)) = serde_json::from_str::<Value>(body)
+        .ok()
+        .as_ref()
+        .and_then(usage)
+    else {
+        return parsed;
+    };
+    Ok(Err(super::ProviderError::Unusable {
+        message: format!("{what}: {message}"),
+        billed: super::Billed {
+            usage,
+            usage_estimated,
+            cached: false,
+        },
+    }))
+}
+
 /// `params` of a network model, merged into the request body: each key is set at
 /// the top level (a `null` value removes the field the provider would send, e.g.
 /// `temperature: null` for models that reject it); `model`, `messages`, `system`,

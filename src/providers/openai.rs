@@ -36,8 +36,13 @@
 //! |---|---|
 //! | timeout, connection reset, 408/429/5xx, empty 200 body, JSON cut short, a 200 with an overloaded/server error object | transient: retried `retries` times |
 //! | other 4xx (the server's message shown), HTML page, non-JSON body, a 200 with another error object, no `choices`, a refusal, a content filter stop | permanent |
-//! | `finish_reason: length` on structured output, or with no text | permanent (raise `max_tokens`) |
+//! | `finish_reason: length` on structured output (whatever the tool call holds), or with no text | truncated ([`ProviderError::Truncated`]), checked first: no repair turn, no retry (raise `max_tokens`) |
 //! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn |
+//!
+//! A failure of a reply that reports its token usage is billed: a truncated or
+//! rejected reply carries its usage (the server's, else estimated), and a permanent
+//! failure of a 2xx body reporting `usage` (a refusal, a 200 with an error object)
+//! becomes [`ProviderError::Unusable`] carrying it; the runtime counts both.
 use super::net;
 use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::http::{self, HttpError, HttpResponse};
@@ -111,7 +116,9 @@ impl OpenAiProvider {
                     .collect(),
             ),
         );
-        body.insert("temperature".into(), json!(self.conn.spec.temperature));
+        if let Some(t) = net::sent_temperature(&self.conn.spec) {
+            body.insert("temperature".into(), t);
+        }
         if let Some(n) = self.conn.spec.max_tokens {
             body.insert("max_tokens".into(), json!(n));
         }
@@ -206,29 +213,40 @@ impl OpenAiProvider {
                 "the reply was stopped by the server's content filter (finish_reason content_filter)".into(),
             ));
         }
-        let truncated = finish == "length";
-        let cut = || {
-            permanent(format!(
-                "the reply was cut at max_tokens ({}) before it was complete (finish_reason length); raise models.{}.max_tokens",
-                self.conn.spec
-                    .max_tokens
-                    .map_or_else(|| "the server's default".into(), |n| n.to_string()),
-                self.conn.name
-            ))
-        };
+        // Truncation first, before any reading of the reply: a cut structured reply
+        // is not a schema failure (a text answer with text is kept).
+        if finish == "length"
+            && (req.schema.is_some() || text.as_deref().is_none_or(|t| t.trim().is_empty()))
+        {
+            let raw = format!(
+                "{}{}",
+                text.as_deref().unwrap_or(""),
+                msg.and_then(|m| m.get("tool_calls"))
+                    .map_or_else(String::new, Value::to_string)
+            );
+            let (usage, usage_estimated) = self.usage(req, &v, &raw);
+            return Ok(Err(net::truncated(
+                &self.conn,
+                &self.what(),
+                "finish_reason length",
+                &["max_completion_tokens", "max_tokens"],
+                None,
+                Billed {
+                    usage,
+                    usage_estimated,
+                    cached: false,
+                },
+            )));
+        }
         let (output, out_text) = match &req.schema {
             None => {
                 let t = text.unwrap_or_default();
-                if truncated && t.trim().is_empty() {
-                    return Err(cut());
-                }
                 (Value::String(t.clone()), t)
             }
             Some(schema) => {
                 let name = net::tool_name(schema);
                 match self.structured(msg, text, &name, schema) {
                     Ok((out, raw)) => (out, raw),
-                    Err(_) if truncated => return Err(cut()),
                     Err(e) => {
                         return Ok(Err(net::bill_rejected(e, |reply| {
                             self.usage(req, &v, reply)
@@ -415,9 +433,18 @@ impl Provider for OpenAiProvider {
                     None => b,
                 }
             };
-            http::send_checked(build, &self.conn.policy, |r| self.parse(req, &r))
-                .await
-                .map_err(|e| http_error(&self.what(), e))?
+            let what = self.what();
+            http::send_checked(build, &self.conn.policy, |r| {
+                net::bill_unusable(&what, &r, self.parse(req, &r), |v| {
+                    let u = v.get("usage")?;
+                    let counted = ["prompt_tokens", "completion_tokens"]
+                        .iter()
+                        .any(|k| net::count(u.get(*k)).is_some());
+                    counted.then(|| self.usage(req, v, ""))
+                })
+            })
+            .await
+            .map_err(|e| http_error(&self.what(), e))?
         })
     }
 }

@@ -360,8 +360,9 @@ async fn timed(
     let r = fut.await;
     stats.calls += 1;
     stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
-    if let Err(ProviderError::InvalidOutput { billed, .. }) = &r {
-        // A rejected reply was billed like any other.
+    if let Some(billed) = r.as_ref().err().and_then(ProviderError::billed) {
+        // A failed reply the server answered (rejected, cut short, unusable) was
+        // billed like any other.
         stats.input_tokens += billed.usage.input_tokens;
         stats.output_tokens += billed.usage.output_tokens;
         stats.cost_usd += billed.usage.cost_usd;

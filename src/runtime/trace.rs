@@ -49,9 +49,10 @@ pub struct LlmStats {
     pub calls: u64,
     /// Of `calls`, the answers served from the response cache or a cassette (a
     /// replayed rejected reply counts too, at its recorded cost; another replayed
-    /// failure counts as a call only). Rejected replies (prose instead of the tool
-    /// call, arguments that are not JSON) count in the tokens and cost: they were
-    /// billed.
+    /// failure counts as a call only). Failed replies the server answered count in
+    /// the tokens and cost, since they were billed: rejected ones (prose instead of
+    /// the tool call, arguments that are not JSON), truncated ones, and unusable ones
+    /// that reported usage (see [`crate::providers::ProviderError::billed`]).
     pub cached: u64,
     /// Prompt tokens.
     pub input_tokens: u64,

@@ -276,4 +276,49 @@ fn cacheable_models() {
     assert!(!cacheable(&model(json!({"provider": "offline"}))));
     assert!(!cacheable(&model(json!({"provider": "scripted"}))));
     assert!(!cacheable(&model(json!({"provider": "replay"}))));
+    // The temperature sent, after the params merge, decides.
+    let with = |params: Value| {
+        cacheable(&model(
+            json!({"provider": "anthropic", "temperature": 0, "params": params}),
+        ))
+    };
+    assert!(!with(json!({"temperature": 0.7})));
+    assert!(!with(json!({"temperature": null})));
+    assert!(!with(json!({"temperature": "0"})));
+    assert!(with(json!({"temperature": 0, "top_p": 0.5})));
+    assert!(cacheable(&model(
+        json!({"provider": "openai", "temperature": 0.9, "params": {"temperature": 0.0}})
+    )));
+}
+
+#[test]
+fn recorded_billed_failures_come_back_with_their_usage() {
+    use crate::providers::cassette::RecordedError;
+    use crate::providers::{Billed, ProviderError, Usage};
+    let billed = Billed {
+        usage: Usage {
+            input_tokens: 900,
+            output_tokens: 1024,
+            cost_usd: 0.5,
+        },
+        usage_estimated: false,
+        cached: true,
+    };
+    for kind in ["truncated", "unusable", "invalid_output"] {
+        let e = RecordedError {
+            kind: kind.into(),
+            message: "cut".into(),
+            reply: None,
+        }
+        .to_error(billed);
+        assert_eq!(e.billed(), Some(&billed), "{kind}");
+        assert!(!e.is_transient());
+    }
+    let e = RecordedError {
+        kind: "permanent".into(),
+        message: "x".into(),
+        reply: None,
+    }
+    .to_error(billed);
+    assert!(matches!(e, ProviderError::Permanent(_)) && e.billed().is_none());
 }
