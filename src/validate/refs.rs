@@ -388,40 +388,18 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str> + 'a,
 {
-    let mut best: Option<(usize, String)> = None;
-    let mut all = Vec::new();
+    let mut all: Vec<String> = Vec::new();
     for c in candidates {
         let c = c.as_ref().to_string();
-        let d = edit_distance(name, &c);
-        if d <= (name.len().max(3) / 3).max(2) && best.as_ref().is_none_or(|(bd, _)| d < *bd) {
-            best = Some((d, c.clone()));
-        }
         if !all.contains(&c) {
             all.push(c);
         }
     }
-    match best {
-        Some((_, c)) => format!("did you mean `{c}`?"),
+    match crate::jinja::closest(name, &all) {
+        Some(c) => format!("did you mean `{c}`?"),
         None if all.is_empty() => "none are declared".to_string(),
         None => format!("declared: {}", all.join(", ")),
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Numeric ranges the spec schema documents and serde cannot express: a value outside
