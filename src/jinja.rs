@@ -20,8 +20,49 @@
 //!   grades have `field == value`.
 //! - `cite(document)` (filter): the label to cite a document by: its
 //!   `metadata.source` when present, else its `id`.
+//!
+//! An undefined value is explained by [`undefined_message`]: the path, the deepest
+//! part of it that exists and what that part holds.
 use minijinja::value::Value as JValue;
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
+
+mod paths;
+mod undefined;
+pub use undefined::{
+    closest, edit_distance, explain_error, explain_undefined, is_undefined_error, unset_detail,
+    Explanation,
+};
+
+/// The message for an undefined value that [`explain_error`] can explain: the path,
+/// where it is (`name:line:column` for a template, `name` being the template's), and
+/// what is missing. `None` for other errors and unexplained ones.
+pub fn undefined_message(
+    err: &Error,
+    source: &str,
+    template: bool,
+    ctx: &JValue,
+) -> Option<String> {
+    let x = explain_error(err, source, template, ctx)?;
+    let mut s = if template {
+        format!(
+            "undefined value: `{}` (in {}:{}:{}): {}",
+            x.path,
+            err.name().unwrap_or("template"),
+            x.line,
+            x.column,
+            x.detail
+        )
+    } else {
+        format!("undefined value: `{}`: {}", x.path, x.detail)
+    };
+    // An operation that refused the undefined operand says which one.
+    if err.kind() != ErrorKind::UndefinedError {
+        if let Some(d) = err.detail() {
+            s.push_str(&format!(" ({d})"));
+        }
+    }
+    Some(s)
+}
 
 /// Fuel (instructions) one template or expression evaluation may use.
 pub const FUEL: u64 = 5_000_000;

@@ -26,5 +26,6 @@ mod retrieval_cli;
 mod run_outputs_cli;
 mod runtime;
 mod runtime_cli;
+mod runtime_undefined;
 mod spec_schema;
 mod websearch;

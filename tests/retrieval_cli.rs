@@ -163,3 +163,155 @@ fn exit_codes() {
         Some(2)
     );
 }
+
+/// A spec whose retriever reads `rust-docs:book` (the corpus value is on line 11,
+/// column 40) and a fixture answering its one llm node.
+const RUST_DOCS_SPEC: &str = r#"version: 1
+name: docs
+state:
+  schema:
+    type: object
+    properties:
+      question: {type: string}
+      documents: {type: array}
+      answer: {type: string}
+retrievers:
+  book: {kind: bm25, top_k: 2, corpus: rust-docs:book}
+models:
+  m: {provider: scripted, params: {file: fixture.json}}
+output: {answer: answer}
+entry: retrieve
+nodes:
+  retrieve: {kind: retrieve, retriever: book, query: "{{ question }}", update: {documents: output}}
+  say: {kind: llm, model: m, prompt: {user: "{{ question }}"}, update: {answer: output}}
+edges:
+  retrieve: say
+  say: END
+"#;
+
+/// A project with [`RUST_DOCS_SPEC`] and a `rustc` stand-in whose sysroot holds no
+/// documentation (as when the `rust-docs` component is not installed).
+#[cfg(unix)]
+fn project_without_rust_docs() -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sysroot = dir.path().join("sysroot");
+    fs::create_dir_all(sysroot.join("lib")).expect("sysroot");
+    let rustc = dir.path().join("fake-rustc");
+    fs::write(&rustc, format!("#!/bin/sh\necho '{}'\n", sysroot.display())).expect("rustc");
+    fs::set_permissions(&rustc, fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::write(dir.path().join("spec.yaml"), RUST_DOCS_SPEC).expect("spec");
+    fs::write(dir.path().join("fixture.json"), r#"{"say": ["an answer"]}"#).expect("fixture");
+    (dir, rustc)
+}
+
+#[cfg(unix)]
+#[test]
+fn validate_reports_rust_docs_that_are_not_installed() {
+    let (dir, rustc) = project_without_rust_docs();
+    let spec = dir.path().join("spec.yaml");
+    let out = ragloop()
+        .env("RUSTC", &rustc)
+        .args(["validate", "--format", "json"])
+        .arg(&spec)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let d = &v["diagnostics"][0];
+    assert_eq!(v["errors"], 1, "{v}");
+    assert_eq!(d["code"], "E030", "{v}");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(11), Some(40)),
+        "{v}"
+    );
+    let message = d["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("corpus `rust-docs:book`: the Rust documentation is not installed: ")
+            && message.contains("sysroot/share/doc/rust/html does not exist"),
+        "{message}"
+    );
+    assert!(
+        d["help"]
+            .as_str()
+            .unwrap()
+            .contains("rustup component add rust-docs"),
+        "{v}"
+    );
+    // Human output: file:line:column and the hint.
+    let out = ragloop()
+        .env("RUSTC", &rustc)
+        .arg("validate")
+        .arg(&spec)
+        .output()
+        .expect("run");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("spec.yaml:11:40"), "{text}");
+    assert!(
+        text.contains("help: `rustup component add rust-docs`"),
+        "{text}"
+    );
+    // An environment check: skipped on request.
+    ragloop()
+        .env("RUSTC", &rustc)
+        .args(["validate", "--no-environment"])
+        .arg(&spec)
+        .assert()
+        .code(0);
+}
+
+#[cfg(unix)]
+#[test]
+fn run_fails_before_any_call_when_rust_docs_are_not_installed() {
+    let (dir, rustc) = project_without_rust_docs();
+    let trace = dir.path().join("trace.jsonl");
+    let out = ragloop()
+        .env("RUSTC", &rustc)
+        .env("RAGLOOP_CACHE_DIR", dir.path().join("cache"))
+        .arg("run")
+        .arg(dir.path().join("spec.yaml"))
+        .args(["--question", "q", "--trace"])
+        .arg(&trace)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("corpus `rust-docs:book`: the Rust documentation is not installed: ")
+            && err.contains("(`rustup component add rust-docs` installs it)"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("an answer"));
+    let steps = fs::read_to_string(&trace).unwrap_or_default();
+    assert!(!steps.contains("\"node\""), "{steps}");
+}
+
+#[test]
+fn validate_reports_a_rustc_that_cannot_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("spec.yaml");
+    fs::write(&spec, RUST_DOCS_SPEC).expect("spec");
+    let out = ragloop()
+        .env("RUSTC", dir.path().join("no-such-rustc"))
+        .args(["validate", "--format", "json"])
+        .arg(&spec)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["code"], "E030", "{v}");
+    assert_eq!(d["line"], 11, "{v}");
+    assert!(
+        d["message"].as_str().unwrap().contains("no-such-rustc"),
+        "{v}"
+    );
+    assert!(d["help"].as_str().unwrap().contains("$RUSTC"), "{v}");
+}

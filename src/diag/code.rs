@@ -95,6 +95,10 @@ codes! {
     UnknownOutput = "E028", "output names an unknown field or node";
 
     /// A file named by the spec (prompt, schema, corpus) does not exist or cannot be read.
+    /// A `rust-docs:` corpus is looked for where the run looks, under
+    /// `$(rustc --print sysroot)/share/doc/rust/html` (`$RUSTC` names the rustc): when
+    /// the toolchain has no documentation the help says `rustup component add
+    /// rust-docs`. Corpus checks are environment checks: `--no-environment` skips them.
     MissingFile = "E030", "referenced file not found";
     /// A referenced path leaves the project root (after resolving `..` and symlinks).
     PathEscapesRoot = "E031", "path escapes the project root";

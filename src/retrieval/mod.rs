@@ -172,6 +172,18 @@ pub enum RetrievalError {
         /// What went wrong.
         message: String,
     },
+    /// The toolchain has no Rust documentation (the `rust-docs` rustup component is
+    /// not installed): its HTML root does not exist.
+    #[error(
+        "the Rust documentation is not installed: {} does not exist (`rustup component add rust-docs` installs it)",
+        html.display()
+    )]
+    RustDocsNotInstalled {
+        /// The spec as given.
+        spec: String,
+        /// The HTML root that was looked for, `<sysroot>/share/doc/rust/html`.
+        html: PathBuf,
+    },
     /// No cache directory could be determined (no `$RAGLOOP_CACHE_DIR`,
     /// `$XDG_CACHE_HOME` or `$HOME`).
     #[error("no cache directory: set RAGLOOP_CACHE_DIR or pass --out")]
@@ -196,30 +208,27 @@ impl RetrievalError {
 /// - anything else is a path, relative to `base` unless absolute.
 ///
 /// # Errors
-/// [`RetrievalError::RustDocs`] if `rustc` cannot be run, [`RetrievalError::CorpusNotFound`]
-/// if the directory is missing, [`RetrievalError::NotADirectory`] if it is a file.
+/// [`RetrievalError::RustDocs`] if `rustc` cannot be run,
+/// [`RetrievalError::RustDocsNotInstalled`] if the toolchain's HTML root is missing,
+/// [`RetrievalError::CorpusNotFound`] if the directory is missing,
+/// [`RetrievalError::NotADirectory`] if it is a file.
 pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError> {
     let path = if let Some(rest) = spec.strip_prefix("rust-docs:") {
-        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let out = std::process::Command::new(&rustc)
-            .args(["--print", "sysroot"])
-            .output()
-            .map_err(|e| RetrievalError::RustDocs {
-                spec: spec.to_string(),
-                message: format!("running {rustc:?}: {e}"),
-            })?;
-        if !out.status.success() {
-            return Err(RetrievalError::RustDocs {
-                spec: spec.to_string(),
-                message: format!("{rustc:?} --print sysroot exited with {}", out.status),
-            });
-        }
-        let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let sysroot = sysroot().map_err(|message| RetrievalError::RustDocs {
+            spec: spec.to_string(),
+            message,
+        })?;
         let mut p = PathBuf::from(sysroot)
             .join("share")
             .join("doc")
             .join("rust")
             .join("html");
+        if !p.is_dir() {
+            return Err(RetrievalError::RustDocsNotInstalled {
+                spec: spec.to_string(),
+                html: p,
+            });
+        }
         let rest = rest.trim_matches('/');
         if !rest.is_empty() {
             p.push(rest);
@@ -235,6 +244,36 @@ pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError
     };
     check_dir(&path)?;
     Ok(path)
+}
+
+/// `$(rustc --print sysroot)` (`$RUSTC` names the rustc), asked once per process for
+/// each rustc: validation resolves every `rust-docs:` corpus of every variant.
+///
+/// # Errors
+/// When rustc cannot be run or fails, as text.
+fn sysroot() -> Result<String, String> {
+    static CACHE: std::sync::Mutex<Vec<(std::ffi::OsString, String)>> =
+        std::sync::Mutex::new(Vec::new());
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, s)) = cache.iter().find(|(r, _)| *r == rustc) {
+        return Ok(s.clone());
+    }
+    let out = std::process::Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("running {rustc:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{rustc:?} --print sysroot exited with {}",
+            out.status
+        ));
+    }
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    cache.push((rustc, sysroot.clone()));
+    Ok(sysroot)
 }
 
 /// Checks that `path` is an existing directory.

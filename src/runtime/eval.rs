@@ -115,9 +115,18 @@ impl Expr {
     /// Evaluates to a minijinja value.
     ///
     /// # Errors
-    /// The evaluation error, as text.
+    /// The evaluation error, as text; an undefined result is an error too. An
+    /// undefined value names the path and what exists (see
+    /// [`crate::jinja::explain_error`]).
     pub fn eval(&self, scope: &JValue) -> Result<JValue, String> {
-        self.expr.eval(scope).map_err(|e| describe(&e))
+        let v = self
+            .expr
+            .eval(scope)
+            .map_err(|e| explain(&e, &self.source, scope))?;
+        if v.is_undefined() {
+            return Err(undefined_result(&self.source, scope));
+        }
+        Ok(v)
     }
 
     /// Evaluates as a predicate (minijinja truthiness).
@@ -126,9 +135,6 @@ impl Expr {
     /// The evaluation error, as text.
     pub fn test(&self, scope: &JValue) -> Result<bool, String> {
         let v = self.eval(scope)?;
-        if v.is_undefined() {
-            return Err(format!("`{}` is undefined", self.source));
-        }
         for (l, r, text) in &self.comparisons {
             // Operands that do not evaluate on their own (short-circuit guards) are skipped.
             if let (Ok(a), Ok(b)) = (l.eval_jinja(scope), r.eval_jinja(scope)) {
@@ -168,10 +174,15 @@ impl Compiled {
     ) -> Result<Value, String> {
         match self {
             Compiled::Literal(v, _) => Ok(v.clone()),
-            Compiled::Name(n) => names
-                .json(n)
-                .ok_or_else(|| format!("undefined value: `{n}` is not defined")),
-            Compiled::Expr(e, _) => to_json(&e.eval(scope()).map_err(|e| describe(&e))?),
+            Compiled::Name(n) => names.json(n).ok_or_else(|| unset(n, &scope())),
+            Compiled::Expr(e, src) => {
+                let scope = scope();
+                let v = e.eval(&scope).map_err(|e| explain(&e, src, &scope))?;
+                if v.is_undefined() {
+                    return Err(undefined_result(src, &scope));
+                }
+                to_json(&v)
+            }
         }
     }
 
@@ -199,19 +210,41 @@ impl Compiled {
             Compiled::Name(n) => {
                 let v = scope.get_attr(n).map_err(|e| describe(&e))?;
                 if v.is_undefined() {
-                    return Err(format!("undefined value: `{n}` is not defined"));
+                    return Err(unset(n, scope));
                 }
                 Ok(v)
             }
             Compiled::Expr(e, src) => {
-                let v = e.eval(scope).map_err(|e| describe(&e))?;
+                let v = e.eval(scope).map_err(|e| explain(&e, src, scope))?;
                 if v.is_undefined() {
-                    return Err(format!("`{src}` is undefined"));
+                    return Err(undefined_result(src, scope));
                 }
                 Ok(v)
             }
         }
     }
+}
+
+/// An evaluation error of the expression `source` over `scope`: an undefined value
+/// explained (path, what exists), anything else as [`describe`] gives it.
+fn explain(e: &minijinja::Error, source: &str, scope: &JValue) -> String {
+    crate::jinja::undefined_message(e, source, false, scope).unwrap_or_else(|| describe(e))
+}
+
+/// The error for an expression that evaluated to undefined.
+fn undefined_result(source: &str, scope: &JValue) -> String {
+    match crate::jinja::explain_undefined(source, scope) {
+        Some(x) => format!("undefined value: `{}`: {}", x.path, x.detail),
+        None => format!("`{source}` is undefined"),
+    }
+}
+
+/// The error for a bare name that is not set.
+fn unset(name: &str, scope: &JValue) -> String {
+    format!(
+        "undefined value: {}",
+        crate::jinja::unset_detail(name, scope)
+    )
 }
 
 /// A minijinja error as one line, with its detail.
@@ -500,9 +533,12 @@ fn split_comparison(t: &str) -> Option<(String, String)> {
 /// Renders a template over a scope.
 ///
 /// # Errors
-/// The render error, as text.
+/// The render error, as text. An undefined value names the path, the template, line
+/// and column, and what exists (see [`crate::jinja::undefined_message`]).
 pub fn render(t: &Template<'static, 'static>, scope: &JValue) -> Result<String, String> {
-    t.render(scope).map_err(|e| describe(&e))
+    t.render(scope).map_err(|e| {
+        crate::jinja::undefined_message(&e, t.source(), true, scope).unwrap_or_else(|| describe(&e))
+    })
 }
 
 #[cfg(test)]

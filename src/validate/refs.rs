@@ -3,6 +3,7 @@
 use super::Options;
 use crate::diag::{Code, Diagnostic};
 use crate::graph::END;
+use crate::retrieval::RetrievalError;
 use crate::spec::types::{Edge, NodeSpec, Provider, RetrieveNode, ToolNode, ToolSpec};
 use crate::spec::LoadedSpec;
 use crate::tasks;
@@ -134,7 +135,8 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
 
 fn check_corpus(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diagnostic>) {
     if corpus.starts_with("rust-docs:") {
-        return; // resolved from the toolchain at run time
+        check_rust_docs(ls, corpus, at, diags);
+        return;
     }
     let path = ls.root.join(corpus);
     if !path.is_dir() {
@@ -154,6 +156,28 @@ fn check_corpus(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diag
             )),
         );
     }
+}
+
+/// A `rust-docs:` corpus is resolved as the run resolves it (the toolchain's sysroot,
+/// `$RUSTC` honoured); a failure is the run's message, at the corpus value.
+fn check_rust_docs(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diagnostic>) {
+    let Err(e) = crate::retrieval::resolve_corpus(corpus, &ls.root) else {
+        return;
+    };
+    let help = match e {
+        RetrievalError::RustDocsNotInstalled { .. } => {
+            "`rustup component add rust-docs` installs the documentation of the active toolchain ($RUSTC names another rustc)"
+        }
+        RetrievalError::RustDocs { .. } => {
+            "the Rust docs are found through `rustc --print sysroot`; set $RUSTC to a working rustc"
+        }
+        _ => "`rust-docs:` names a folder of the installed Rust docs, e.g. `rust-docs:book`",
+    };
+    diags.push(
+        Diagnostic::new(Code::MissingFile, format!("corpus `{corpus}`: {e}"))
+            .at(ls.span(at))
+            .help(format!("{help}; `--no-environment` skips this check")),
+    );
 }
 
 fn unknown_target(ls: &LoadedSpec, from: &str, to: &str, at: &[&str]) -> Diagnostic {
@@ -388,40 +412,18 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str> + 'a,
 {
-    let mut best: Option<(usize, String)> = None;
-    let mut all = Vec::new();
+    let mut all: Vec<String> = Vec::new();
     for c in candidates {
         let c = c.as_ref().to_string();
-        let d = edit_distance(name, &c);
-        if d <= (name.len().max(3) / 3).max(2) && best.as_ref().is_none_or(|(bd, _)| d < *bd) {
-            best = Some((d, c.clone()));
-        }
         if !all.contains(&c) {
             all.push(c);
         }
     }
-    match best {
-        Some((_, c)) => format!("did you mean `{c}`?"),
+    match crate::jinja::closest(name, &all) {
+        Some(c) => format!("did you mean `{c}`?"),
         None if all.is_empty() => "none are declared".to_string(),
         None => format!("declared: {}", all.join(", ")),
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Numeric ranges the spec schema documents and serde cannot express: a value outside
