@@ -12,6 +12,9 @@
 //! | any other 4xx (400 bad request, 401 bad key, 404 unknown model, ...) | no: fails at once with the server's own message |
 //! | a body larger than [`MAX_BODY_BYTES`] (16 MiB) | no: fails at once, the body is not kept |
 //!
+//! Each retry is reported as it is about to happen, to the node that made the call
+//! ([`crate::retries`]: `--verbose`, the eval progress bar, the trace).
+//!
 //! Secrets (API keys) handed to [`CallPolicy::secrets`] are replaced by
 //! `[redacted]` in every message this module produces, so a key never reaches a
 //! trace, a report or the terminal through an error.
@@ -206,6 +209,16 @@ where
     .when(HttpError::is_transient)
     // Honour the server's wait; stop when the backoff is spent (`None`).
     .adjust(|e: &HttpError, d| d.map(|d| e.retry_after().unwrap_or(d)))
+    // Every retry is reported as it is about to happen (see `crate::retries`).
+    .notify(|e: &HttpError, d| {
+        let done = attempts.load(std::sync::atomic::Ordering::Relaxed);
+        crate::retries::report(
+            done + 1,
+            policy.retries.saturating_add(1),
+            &e.to_string(),
+            d,
+        );
+    })
     .await;
     let n = attempts.load(std::sync::atomic::Ordering::Relaxed);
     result.map_err(|e| e.with_attempts(n))
