@@ -366,8 +366,7 @@ fn an_empty_input_file_is_a_usage_error() {
 }
 
 #[test]
-fn integer_valued_floats_are_stored_as_integers() {
-    // From --set.
+fn integer_valued_floats_from_set_are_stored_as_integers() {
     let out = ragloop()
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["run", "graphs/crag.yaml", "-q", "x", "--json"])
@@ -383,7 +382,11 @@ fn integer_valued_floats_are_stored_as_integers() {
     assert!(v["state"]["max_iterations"].is_u64(), "{}", v["state"]);
     assert_eq!(v["state"]["max_iterations"], json!(2));
     assert!(v["state"]["max_generations"].is_u64());
-    // From an LLM's structured output and an update through `add`.
+}
+
+#[test]
+fn integer_valued_floats_of_outputs_and_updates_are_stored_as_integers() {
+    // From an LLM's structured output, `state.initial` and an update through `add`.
     let rt = rt();
     let server = rt.block_on(MockServer::start());
     rt.block_on(

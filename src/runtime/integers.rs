@@ -200,7 +200,7 @@ mod tests {
     fn fractions_huge_values_and_cycles_are_left_alone() {
         let schema = json!({"type": "integer"});
         assert_eq!(norm(schema.clone(), json!(7.5)), "7.5");
-        assert_eq!(norm(schema.clone(), json!(1e300)), "1e300");
+        assert_eq!(norm(schema.clone(), json!(1e300)), "1e+300");
         assert_eq!(norm(schema, json!(-3.0)), "-3");
         // A `$ref` cycle ends (and is followed where the value goes).
         let cyclic = json!({"$ref": "#", "properties": {"a": {"$ref": "#"}}, "type": "integer"});
