@@ -393,3 +393,45 @@ fn the_runtime_retry_loop_reports_map_items_too() {
         .unwrap();
     assert_eq!(step.retries.len(), 2);
 }
+
+#[test]
+fn timeout_and_retries_reach_web_search_tools_and_every_model() {
+    use ragloop::spec::types::ToolSpec;
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs/crag-web.yaml");
+    let changes = ragloop::runtime::SpecOverrides {
+        timeout_secs: Some(0.25),
+        retries: Some(0),
+        ..Default::default()
+    };
+    let p = ragloop::runtime::load_program_with(&spec, None, &changes).unwrap();
+    let s = &p.loaded.spec;
+    assert!(!s.models.is_empty() && !s.tools.is_empty());
+    for (name, m) in &s.models {
+        assert_eq!((m.timeout_secs, m.retries), (Some(0.25), Some(0)), "{name}");
+    }
+    for (name, t) in &s.tools {
+        match t {
+            ToolSpec::Searxng {
+                timeout_secs,
+                retries,
+                ..
+            }
+            | ToolSpec::Tavily {
+                timeout_secs,
+                retries,
+                ..
+            } => assert_eq!((*timeout_secs, *retries), (Some(0.25), Some(0)), "{name}"),
+            ToolSpec::Corpus { .. } => {}
+        }
+    }
+    // Without the flags the spec's own values stay.
+    let p = ragloop::runtime::load_program(&spec, None, &[]).unwrap();
+    assert!(matches!(
+        p.loaded.spec.tools["web"],
+        ToolSpec::Searxng {
+            timeout_secs: Some(t),
+            retries: Some(2),
+            ..
+        } if t == 20.0
+    ));
+}
