@@ -21,6 +21,9 @@
 //! `Location` — never the full target, whose query may carry a key — and asking for
 //! the API's own address in `base_url`.
 //!
+//! Each retry is reported as it is about to happen, to the node that made the call
+//! ([`crate::retries`]: `--verbose`, the eval progress bar, the trace).
+//!
 //! Secrets (API keys) handed to [`CallPolicy::secrets`] are replaced by
 //! `[redacted]` in every message this module produces, so a key never reaches a
 //! trace, a report or the terminal through an error.
@@ -220,6 +223,16 @@ where
     .when(HttpError::is_transient)
     // Honour the server's wait; stop when the backoff is spent (`None`).
     .adjust(|e: &HttpError, d| d.map(|d| e.retry_after().unwrap_or(d)))
+    // Every retry is reported as it is about to happen (see `crate::retries`).
+    .notify(|e: &HttpError, d| {
+        let done = attempts.load(std::sync::atomic::Ordering::Relaxed);
+        crate::retries::report(
+            done + 1,
+            policy.retries.saturating_add(1),
+            &e.to_string(),
+            d,
+        );
+    })
     .await;
     let n = attempts.load(std::sync::atomic::Ordering::Relaxed);
     result.map_err(|e| e.with_attempts(n))

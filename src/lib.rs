@@ -50,6 +50,7 @@ pub mod graph;
 pub mod http;
 pub mod jinja;
 pub mod providers;
+pub mod retries;
 pub mod retrieval;
 pub mod runtime;
 pub mod spec;

@@ -52,6 +52,9 @@ pub struct EvalArgs {
     /// Override a model for every variant: NAME=PROVIDER[:MODEL][@BASE_URL] (repeatable).
     #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL][@BASE_URL]")]
     pub models: Vec<String>,
+    /// --override, --timeout, --retries, for every variant.
+    #[command(flatten)]
+    pub changes: super::overrides::SpecArgs,
     /// Corpus directory for every retriever, instead of the spec's.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
@@ -127,6 +130,9 @@ pub fn run(args: EvalArgs) -> ExitCode {
         fail_over: args.fail_over,
         fail_if_worse: args.fail_if_worse,
         models: args.models,
+        overrides: args.changes.overrides,
+        timeout_secs: args.changes.timeout,
+        retries: args.changes.retries,
         corpus: args.corpus,
         progress: std::io::stderr().is_terminal(),
         calls: ragloop::eval::runner::CallLayers::from_options(&mut layers),

@@ -10,6 +10,7 @@ mod calls;
 mod eval;
 mod graph;
 mod index;
+mod overrides;
 mod paths;
 mod run;
 mod validate;

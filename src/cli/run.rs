@@ -7,8 +7,8 @@
 use ragloop::runtime::state::parse_set;
 use ragloop::runtime::trace::Tee;
 use ragloop::runtime::{
-    load_program, run as run_program, JsonlTrace, LoadError, Observer, ResourceOptions, Resources,
-    RunInput, RunResult, Status, Verbose,
+    load_program_with, run as run_program, JsonlTrace, LoadError, Observer, ResourceOptions,
+    Resources, RunInput, RunResult, Status, Verbose,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -41,6 +41,9 @@ pub struct RunArgs {
     /// (repeatable).
     #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL][@BASE_URL]")]
     pub models: Vec<String>,
+    /// --override, --timeout, --retries.
+    #[command(flatten)]
+    pub changes: super::overrides::SpecArgs,
     /// Set a state field: FIELD=VALUE, VALUE parsed as JSON, else a string (repeatable).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     pub sets: Vec<String>,
@@ -154,7 +157,19 @@ pub fn run(args: RunArgs) -> ExitCode {
             },
         },
     };
-    let program = match load_program(&args.spec, args.variant.as_deref(), &args.models) {
+    if let (Some(text), Some(path)) = (&lines, &args.input) {
+        if text
+            .lines()
+            .all(|l| l.trim_matches(['\u{feff}', ' ', '\t', '\r']).is_empty())
+        {
+            return usage(format!(
+                "{}: no question (the file is empty)",
+                path.display()
+            ));
+        }
+    }
+    let changes = args.changes.changes(&args.models);
+    let program = match load_program_with(&args.spec, args.variant.as_deref(), &changes) {
         Ok(p) => p,
         Err(LoadError::Usage(m)) => return usage(m),
         Err(LoadError::Invalid(text)) => {
@@ -170,16 +185,8 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    for (field, _) in &sets {
-        if field == "question" {
-            return usage("--set question: give the question with --question or --input");
-        }
-        if !program.state_fields.iter().any(|f| f == field) {
-            return usage(format!(
-                "--set {field}: the state has no field `{field}` (fields: {})",
-                program.state_fields.join(", ")
-            ));
-        }
+    if let Err(e) = program.check_sets(&sets) {
+        return usage(e);
     }
     // A missing API key is a usage error, reported before anything is opened or run;
     // a replayed run reads no key.

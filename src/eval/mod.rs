@@ -59,6 +59,12 @@ pub struct EvalConfig {
     pub fail_if_worse: Vec<String>,
     /// `--model` overrides, for every variant.
     pub models: Vec<String>,
+    /// `--override PATH=VALUE` changes, for every variant (before `models`).
+    pub overrides: Vec<String>,
+    /// `--timeout SECS`: per-attempt timeout of every network call.
+    pub timeout_secs: Option<f64>,
+    /// `--retries N`: retries of every call.
+    pub retries: Option<u32>,
     /// `--corpus` for every retriever.
     pub corpus: Option<PathBuf>,
     /// Show a progress bar (only drawn on a terminal).
@@ -199,6 +205,12 @@ fn rate_text(per_sec: f64) -> String {
     }
 }
 
+/// One retry of an eval run, for the progress bar or stderr:
+/// `base/q3: retrying grade_documents[2] (attempt 2/3) after HTTP 500`.
+pub fn retry_line(variant: &str, id: &str, e: &crate::retries::RetryEvent) -> String {
+    format!("{variant}/{id}: {e}")
+}
+
 /// Runs a whole eval: checks every argument, runs the missing pairs, writes the
 /// reports, evaluates the gates.
 ///
@@ -259,6 +271,9 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     }
     let mut popts = runner::PrepareOptions {
         models: cfg.models.clone(),
+        overrides: cfg.overrides.clone(),
+        timeout_secs: cfg.timeout_secs,
+        retries: cfg.retries,
         corpus: cfg.corpus.clone(),
         progress: cfg.progress,
         calls: cfg.calls.clone(),
@@ -338,6 +353,37 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     };
     let mut failed_now = 0usize;
     let started = std::time::Instant::now();
+    // The bar's message: the failed runs so far, then the latest retry. Retries are
+    // never silent: without a bar (stderr is not a terminal) each is a line on stderr.
+    let last_retry = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let message = |failed: usize, retry: &str| match (failed, retry.is_empty()) {
+        (0, _) => retry.to_string(),
+        (n, true) => format!("{n} failed"),
+        (n, false) => format!("{n} failed; {retry}"),
+    };
+    let failed_shown = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let on_retry: runner::OnRetry = {
+        let (bar, last_retry, failed_shown) = (
+            bar.clone(),
+            std::sync::Arc::clone(&last_retry),
+            std::sync::Arc::clone(&failed_shown),
+        );
+        let drawn = cfg.progress;
+        std::sync::Arc::new(
+            move |variant: &str, id: &str, e: &crate::retries::RetryEvent| {
+                let line = retry_line(variant, id, e);
+                if drawn {
+                    let failed = failed_shown.load(std::sync::atomic::Ordering::Relaxed);
+                    bar.set_message(message(failed, &line));
+                    if let Ok(mut l) = last_retry.lock() {
+                        *l = line;
+                    }
+                } else {
+                    crate::errln!("ragloop eval: {line}");
+                }
+            },
+        )
+    };
     let new = runner::execute(
         &prepared,
         &ds.items,
@@ -347,10 +393,13 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         |row| {
             if row.status == Status::Failed {
                 failed_now += 1;
-                bar.set_message(format!("{failed_now} failed"));
+                failed_shown.store(failed_now, std::sync::atomic::Ordering::Relaxed);
+                let retry = last_retry.lock().map(|l| l.clone()).unwrap_or_default();
+                bar.set_message(message(failed_now, &retry));
             }
             bar.inc(1);
         },
+        Some(on_retry),
     )
     .await;
     let run_seconds = started.elapsed().as_secs_f64();

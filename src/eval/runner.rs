@@ -4,10 +4,11 @@
 use super::dataset::Item;
 use super::metrics::row_metrics;
 use super::store::{Row, Usage, Writer};
+use crate::retries::RetryEvent;
 use crate::runtime::eval::Compiled;
 use crate::runtime::{
-    load_program, run, LoadError, Observer, Program, ResourceOptions, Resources, RunInput,
-    RunResult, StepRecord,
+    load_program, load_program_with, run, LoadError, Observer, Program, ResourceOptions, Resources,
+    RunInput, RunResult, StepRecord,
 };
 use crate::spec::types::Reducer;
 use serde_json::Value;
@@ -34,6 +35,13 @@ pub struct Prepared {
 pub struct PrepareOptions {
     /// `--model NAME=PROVIDER[:MODEL]` overrides, applied to every variant.
     pub models: Vec<String>,
+    /// `--override PATH=VALUE` changes, applied to every variant (before `models`;
+    /// see [`crate::runtime::overrides`]).
+    pub overrides: Vec<String>,
+    /// `--timeout SECS` for every network call of every variant.
+    pub timeout_secs: Option<f64>,
+    /// `--retries N` for every call of every variant.
+    pub retries: Option<u32>,
     /// Corpus directory for every retriever.
     pub corpus: Option<PathBuf>,
     /// Draw a progress bar while an index is built.
@@ -149,11 +157,17 @@ pub fn load(
     variants: &[String],
     opts: &PrepareOptions,
 ) -> Result<Vec<(String, Program)>, LoadError> {
+    let changes = crate::runtime::SpecOverrides {
+        set: opts.overrides.clone(),
+        models: opts.models.clone(),
+        timeout_secs: opts.timeout_secs,
+        retries: opts.retries,
+    };
     let programs = variants
         .iter()
         .map(|name| {
             let v = (name != BASE).then_some(name.as_str());
-            load_program(spec, v, &opts.models).map(|p| (name.clone(), p))
+            load_program_with(spec, v, &changes).map(|p| (name.clone(), p))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut missing: Vec<String> = Vec::new();
@@ -267,9 +281,20 @@ struct Capture {
     targets: Arc<HashMap<String, Target>>,
     lengths: HashMap<String, usize>,
     passes: Vec<Vec<String>>,
+    /// Where retries go, with the run's variant and question id.
+    on_retry: Option<(OnRetry, String, String)>,
 }
 
+/// Called for every retry of every run of an eval, as it happens, with the run's
+/// variant and question id (the eval shows it on its progress bar).
+pub type OnRetry = Arc<dyn Fn(&str, &str, &RetryEvent) + Send + Sync>;
+
 impl Observer for Capture {
+    fn retry(&mut self, e: &RetryEvent) {
+        if let Some((f, variant, id)) = &self.on_retry {
+            f(variant, id, e);
+        }
+    }
     fn step(&mut self, r: &StepRecord) {
         let target = (r.kind == "retrieve" && r.error.is_none())
             .then(|| self.targets.get(&r.node))
@@ -338,14 +363,20 @@ pub fn make_row(
 /// Runs one question under one prepared variant.
 pub async fn run_one(p: &Prepared, item: &Item) -> Row {
     let targets = Arc::new(retrieval_targets(&p.program));
-    run_with_targets(p, item, targets).await
+    run_with_targets(p, item, targets, None).await
 }
 
-async fn run_with_targets(p: &Prepared, item: &Item, targets: Arc<HashMap<String, Target>>) -> Row {
+async fn run_with_targets(
+    p: &Prepared,
+    item: &Item,
+    targets: Arc<HashMap<String, Target>>,
+    on_retry: Option<OnRetry>,
+) -> Row {
     let mut cap = Capture {
         targets,
         lengths: HashMap::new(),
         passes: Vec::new(),
+        on_retry: on_retry.map(|f| (f, p.name.clone(), item.id.clone())),
     };
     let input = RunInput {
         question: Some(item.question.clone()),
@@ -360,7 +391,7 @@ async fn run_with_targets(p: &Prepared, item: &Item, targets: Arc<HashMap<String
 /// Runs every pair not in `done` (variant-major order: all questions of the first
 /// variant are started first), at most `concurrency` at a time, appending each row to
 /// `writer` as it finishes and calling `on_row` after it is written. Returns the new
-/// rows in completion order.
+/// rows in completion order. `on_retry` sees every retry of every run as it happens.
 ///
 /// A run that panics is recorded as a failed row naming the panic. Stops at the first
 /// write error (the rows written so far stay on disk).
@@ -374,6 +405,7 @@ pub async fn execute(
     concurrency: usize,
     writer: &mut Writer,
     mut on_row: impl FnMut(&Row),
+    on_retry: Option<OnRetry>,
 ) -> Result<Vec<Row>, String> {
     let items: Vec<Arc<Item>> = items.iter().cloned().map(Arc::new).collect();
     let mut queue = Vec::new();
@@ -409,7 +441,8 @@ pub async fn execute(
             };
             let (p, t) = (Arc::clone(&shared[vi].0), Arc::clone(&shared[vi].1));
             let it = Arc::clone(&item);
-            let h = set.spawn(async move { run_with_targets(&p, &it, t).await });
+            let on_retry = on_retry.clone();
+            let h = set.spawn(async move { run_with_targets(&p, &it, t, on_retry).await });
             meta.insert(h.id(), (vi, item));
         }
         let Some(joined) = set.join_next_with_id().await else {

@@ -74,8 +74,10 @@ impl Provider for Retrying {
             let mut delays = backoff.build();
             let mut last = first;
             let mut attempts = 1u32;
-            while let Err(ProviderError::Transient(_)) = &last {
+            while let Err(ProviderError::Transient(cause)) = &last {
                 let Some(d) = delays.next() else { break };
+                // Reported as it is about to happen (see `crate::retries`).
+                crate::retries::report(attempts + 1, self.retries.saturating_add(1), cause, d);
                 tokio::time::sleep(d).await;
                 attempts += 1;
                 last = self.attempt(self.inner.call(req)).await;

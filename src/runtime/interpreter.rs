@@ -22,6 +22,7 @@ use super::state::{initial_state, reduce};
 use super::status::Status;
 use super::trace::{unix_ms, Arm, LlmStats, Observer, Route, StepRecord};
 use super::{RunInput, RunResult, RunUsage};
+use crate::retries::RetryEvent;
 use minijinja::value::Value as JValue;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -55,6 +56,8 @@ pub async fn run(
         ));
         return finish(program, result, state, None, obs);
     }
+    // `7.0` where the state schema says integer is stored as `7`.
+    program.state_check.normalize(&mut state);
     let mut mirror = Arc::new(state.as_object().map(mirror_of).unwrap_or_default());
     let mut visits = vec![0u32; program.nodes.len()];
     let mut steps = 0u32;
@@ -90,6 +93,16 @@ pub async fn run(
         result.path.push(node.name.clone());
         let started = Instant::now();
         let start_ms = if tracing { unix_ms() } else { 0 };
+        let mut retries = Vec::new();
+        let executed = if tracing {
+            observed(exec(program, node, res, &mirror, &state), &node.name, |e| {
+                obs.retry(&e);
+                retries.push(e);
+            })
+            .await
+        } else {
+            exec(program, node, res, &mirror, &state).await
+        };
         let mut record = |delta: Map<String, Value>,
                           route: Option<Route>,
                           llm: Option<LlmStats>,
@@ -106,10 +119,11 @@ pub async fn run(
                     route,
                     llm,
                     error,
+                    retries: std::mem::take(&mut retries),
                 });
             }
         };
-        let out = match exec(program, node, res, &mirror, &state).await {
+        let out = match executed {
             Ok(o) => o,
             Err((e, llm)) => {
                 let msg = format!("node `{}`: {e}", node.name);
@@ -160,7 +174,8 @@ pub async fn run(
         if let Value::Object(obj) = &mut state {
             for (field, reducer, v) in writes {
                 match reduce(reducer, obj.get(field), v) {
-                    Ok(new) => {
+                    Ok(mut new) => {
+                        program.state_check.normalize_property(field, &mut new);
                         fields.insert(field.clone(), to_jinja(&new));
                         if tracing {
                             delta.insert(field.clone(), new.clone());
@@ -225,6 +240,32 @@ pub async fn run(
         Status::Exhausted
     };
     finish(program, result, state, last, obs)
+}
+
+/// Runs a node's future with its retries ([`crate::retries`]) handed to `on_retry`
+/// as they happen, on this task (the observer is not shared with the node's calls).
+async fn observed<F: std::future::Future>(
+    fut: F,
+    node: &str,
+    mut on_retry: impl FnMut(RetryEvent),
+) -> F::Output {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sink: crate::retries::RetrySink = Arc::new(move |e| {
+        let _ = tx.send(e);
+    });
+    let fut = crate::retries::in_node(sink, node, fut);
+    tokio::pin!(fut);
+    let out = loop {
+        tokio::select! {
+            biased;
+            Some(e) = rx.recv() => on_retry(e),
+            out = &mut fut => break out,
+        }
+    };
+    while let Ok(e) = rx.try_recv() {
+        on_retry(e);
+    }
+    out
 }
 
 type Choice = (Option<usize>, Arm, Option<String>);

@@ -19,8 +19,10 @@
 //! # Ok(()) }
 //! ```
 pub mod eval;
+mod integers;
 pub mod interpreter;
 mod nodes;
+pub mod overrides;
 pub mod program;
 pub mod resources;
 pub mod state;
@@ -28,6 +30,7 @@ pub mod status;
 pub mod trace;
 
 pub use interpreter::run;
+pub use overrides::SpecOverrides;
 pub use program::Program;
 pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture};
 pub use status::Status;
@@ -168,9 +171,13 @@ impl std::fmt::Display for LoadError {
 
 /// Applies `--model NAME=PROVIDER[:MODEL][@BASE_URL]` to a loaded spec.
 ///
+/// Only the provider, the model name and the base URL change; every other setting
+/// of the model (`structured_output`, `temperature`, `max_tokens`, `timeout_secs`,
+/// `retries`, limits, `price`) is kept.
+///
 /// - `PROVIDER` replaces the model's provider; when it changes, the model's
-///   `params`, `base_url`, `api_key_env` and `structured_output` are dropped (they
-///   belong to the provider they were written for);
+///   `params`, `base_url` and `api_key_env` are dropped (they belong to the server
+///   they were written for);
 /// - `:MODEL` replaces the model name (everything after the first `:`, so Ollama
 ///   tags such as `llama3.1:8b` work);
 /// - `@BASE_URL` (an `http://` or `https://` address) replaces `base_url`, e.g.
@@ -218,7 +225,6 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
         m.params.clear();
         m.base_url = None;
         m.api_key_env = None;
-        m.structured_output = None;
     }
     m.provider = kind;
     if let Some(model) = model.filter(|m| !m.is_empty()) {
@@ -240,6 +246,15 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
         m.base_url = Some(b.to_string());
     }
     Ok(())
+}
+
+/// `--override ... --model ... makes the spec invalid:` and the diagnostics.
+fn invalid_after(changes: &SpecOverrides, diagnostics: &str) -> String {
+    format!(
+        "{} makes the spec invalid:\n{}",
+        changes.flags(),
+        diagnostics.trim_end()
+    )
 }
 
 /// The host and port a model's requests go to (`None` base URL: the provider's
@@ -293,6 +308,27 @@ pub fn load_program(
     variant: Option<&str>,
     models: &[String],
 ) -> Result<Program, LoadError> {
+    let changes = SpecOverrides {
+        models: models.to_vec(),
+        ..SpecOverrides::default()
+    };
+    load_program_with(path, variant, &changes)
+}
+
+/// [`load_program`] with every command-line change: the variant (if any), then
+/// `changes` in the order [`overrides`] documents. The changed spec is validated
+/// again; whatever is wrong with it then is the changes' fault.
+///
+/// # Errors
+/// [`LoadError::Invalid`] when the spec itself does not validate;
+/// [`LoadError::Usage`] for an unknown variant, a malformed change, an override
+/// path that does not exist, or a change that makes the spec invalid (the message
+/// names the flags and holds the rendered diagnostics); [`LoadError::Compile`].
+pub fn load_program_with(
+    path: &Path,
+    variant: Option<&str>,
+    changes: &SpecOverrides,
+) -> Result<Program, LoadError> {
     let mut sources = Sources::new();
     let opts = crate::validate::Options {
         no_environment: true,
@@ -343,25 +379,38 @@ pub fn load_program(
             merged
         }
     };
-    for m in models {
+    if !changes.set.is_empty() {
+        let parsed = changes
+            .set
+            .iter()
+            .map(|a| overlay::parse_override(a, &mut sources))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(LoadError::Usage)?;
+        loaded = overlay::apply_overrides(&loaded, &parsed).map_err(|e| match e {
+            overlay::OverrideError::Path(m) => LoadError::Usage(m),
+            overlay::OverrideError::Invalid(ds) => LoadError::Usage(invalid_after(
+                changes,
+                &crate::diag::render::render(&ds, &sources, crate::diag::render::Format::Human),
+            )),
+        })?;
+    }
+    for m in &changes.models {
         apply_model_override(&mut loaded, m).map_err(LoadError::Usage)?;
     }
-    if !models.is_empty() {
-        // An override can make a spec invalid (an offline model on a node without a
-        // task, ...): check again before anything runs.
+    overrides::apply_call_policy(&mut loaded.spec, changes.timeout_secs, changes.retries);
+    if !changes.is_empty() {
+        // A change can make a spec invalid (an offline model on a node without a
+        // task, a schema file that does not exist, ...): check again before anything
+        // runs.
         let errors: Vec<Diagnostic> = crate::validate::check(&loaded, &mut sources, &opts)
             .into_iter()
             .filter(|d| d.is_error())
             .collect();
         if !errors.is_empty() {
-            // The spec validated before: the override is at fault (a usage error).
+            // The spec validated before: the changes are at fault (a usage error).
             let text =
                 crate::diag::render::render(&errors, &sources, crate::diag::render::Format::Human);
-            return Err(LoadError::Usage(format!(
-                "--model {} makes the spec invalid:\n{}",
-                models.join(" --model "),
-                text.trim_end()
-            )));
+            return Err(LoadError::Usage(invalid_after(changes, &text)));
         }
     }
     Program::compile(&loaded).map_err(LoadError::Compile)

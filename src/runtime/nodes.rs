@@ -390,8 +390,20 @@ async fn timed(
 /// that violates the schema, or a reply the provider could not read as the asked
 /// shape ([`ProviderError::InvalidOutput`]: prose instead of the forced tool call,
 /// arguments that are not JSON, an unknown function), is shown back to the model
-/// with what is wrong, at most `repair_attempts` times.
+/// with what is wrong, at most `repair_attempts` times. The retries of a `map`
+/// item's calls are reported as that item's ([`crate::retries::in_item`]).
 async fn complete(
+    provider: &dyn Provider,
+    call: &LlmProg,
+    first_req: &LlmRequest,
+    first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
+    stats: &mut LlmStats,
+) -> Result<Value, String> {
+    let turns = complete_turns(provider, call, first_req, first, stats);
+    crate::retries::in_item(first_req.item, turns).await
+}
+
+async fn complete_turns(
     provider: &dyn Provider,
     call: &LlmProg,
     first_req: &LlmRequest,
@@ -423,7 +435,11 @@ async fn complete(
                     }
                 }
                 let violation = match check.check(&output) {
-                    Ok(()) => return Ok(output),
+                    Ok(()) => {
+                        // `7.0` where the schema says integer is returned as `7`.
+                        check.normalize(&mut output);
+                        return Ok(output);
+                    }
                     Err(v) => v.to_string(),
                 };
                 let shown = match &output {

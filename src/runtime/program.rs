@@ -402,4 +402,65 @@ impl Program {
     pub fn variant(&self) -> Option<&str> {
         self.loaded.variant.as_deref()
     }
+
+    /// Checks `--set FIELD=VALUE` values before anything runs: each field must be a
+    /// property of the state schema other than `question` (given with the question),
+    /// and the value must match that property's schema (checked on the initial state
+    /// the sets produce, so `$ref`s and combinators of the state schema apply).
+    ///
+    /// # Errors
+    /// A message naming the first faulty `--set`: its field, the type the state
+    /// schema gives it (`integer`, `array`, ...) and the violation.
+    pub fn check_sets(&self, sets: &[(String, Value)]) -> Result<(), String> {
+        for (field, _) in sets {
+            if field == "question" {
+                return Err("--set question: give the question with --question or --input".into());
+            }
+            if !self.state_fields.iter().any(|f| f == field) {
+                return Err(format!(
+                    "--set {field}: the state has no field `{field}` (fields: {})",
+                    self.state_fields.join(", ")
+                ));
+            }
+        }
+        if sets.is_empty() {
+            return Ok(());
+        }
+        let state = Value::Object(super::state::initial_state(
+            &self.loaded.spec.state.initial,
+            None,
+            sets,
+        ));
+        let violations = self.state_check.violations(&state);
+        // The last --set of a field is the one in the state.
+        for (i, (field, value)) in sets.iter().enumerate() {
+            if sets[i + 1..].iter().any(|(f, _)| f == field) {
+                continue;
+            }
+            if let Some(v) = violations.iter().find(|v| v.field() == Some(field)) {
+                let ty = self
+                    .state_check
+                    .schema()
+                    .pointer(&format!(
+                        "/properties/{}/type",
+                        crate::spec::yaml::escape_segment(field)
+                    ))
+                    .map(|t| match t {
+                        Value::Array(ts) => ts
+                            .iter()
+                            .map(|t| t.as_str().unwrap_or("?"))
+                            .collect::<Vec<_>>()
+                            .join(" or "),
+                        Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    });
+                let says = match ty {
+                    Some(t) => format!("the state schema says `{field}` is {t}"),
+                    None => format!("`{field}` does not match the state schema"),
+                };
+                return Err(format!("--set {field}={value}: {says}: {v}"));
+            }
+        }
+        Ok(())
+    }
 }

@@ -148,9 +148,14 @@ pub fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// A compiled JSON Schema that reports its first violation as text.
+/// A compiled JSON Schema that reports its first violation as text, and stores
+/// integer-valued floats as integers where it says `integer`
+/// ([`SchemaCheck::normalize`]).
 pub struct SchemaCheck {
     validator: jsonschema::Validator,
+    schema: std::sync::Arc<Value>,
+    /// Whether the schema mentions `integer` at all (else normalizing is a no-op).
+    integers: bool,
 }
 
 impl std::fmt::Debug for SchemaCheck {
@@ -195,8 +200,45 @@ impl SchemaCheck {
     /// The compiler's message when the schema is not valid.
     pub fn new(schema: &Value) -> Result<SchemaCheck, String> {
         jsonschema::validator_for(schema)
-            .map(|validator| SchemaCheck { validator })
+            .map(|validator| SchemaCheck {
+                validator,
+                schema: std::sync::Arc::new(schema.clone()),
+                integers: super::integers::mentions_integer(schema),
+            })
             .map_err(|e| e.to_string())
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Every violation of an instance (empty when it is valid).
+    pub fn violations(&self, instance: &Value) -> Vec<Violation> {
+        self.validator
+            .iter_errors(instance)
+            .map(|e| Violation {
+                pointer: e.instance_path().to_string(),
+                message: e.to_string(),
+            })
+            .collect()
+    }
+
+    /// Stores every integer-valued float of `instance` (`7.0`) that the schema types
+    /// as `integer` as the integer (`7`); see [`super::integers`]. Validity does not
+    /// change (JSON Schema treats `7.0` as an integer).
+    pub fn normalize(&self, instance: &mut Value) {
+        if self.integers {
+            super::integers::normalize(&self.schema, &self.schema, instance);
+        }
+    }
+
+    /// [`SchemaCheck::normalize`] for a value about to become property `key` of an
+    /// object this schema describes (a state field).
+    pub fn normalize_property(&self, key: &str, value: &mut Value) {
+        if self.integers {
+            super::integers::normalize_member(&self.schema, &self.schema, key, value);
+        }
     }
 
     /// Checks an instance; the first violation found, if any.

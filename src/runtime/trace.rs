@@ -6,10 +6,13 @@
 //! (the state fields written, with their values after the reducers), "route": {"to",
 //! "arm" (index, "else" or "static"), "predicate"}, "llm": {"calls", "cached",
 //! "input_tokens", "output_tokens", "cost_usd", "saved_usd", "latency_ms"}}` (`cached`:
-//! calls answered from the response cache or a cassette, see [`LlmStats`]), and an `"error"` key on the step that
-//! failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
+//! calls answered from the response cache or a cassette, see [`LlmStats`]), a
+//! `"retries"` list when calls of the step were retried (one
+//! [`crate::retries::RetryEvent`] each: `{"node", "item", "attempt", "attempts",
+//! "after", "delay_ms"}`), and an `"error"` key on the step that failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
 //! the run. Each line is flushed when written, so a trace up to a failure is kept.
 use super::RunResult;
+use crate::retries::RetryEvent;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::io::Write;
@@ -118,6 +121,10 @@ pub struct StepRecord {
     /// The error that stopped the run at this step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The retries the step's calls made (LLM, embeddings, web search), in the order
+    /// they happened; absent when there were none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<RetryEvent>,
 }
 
 /// Receives step records as the run goes.
@@ -127,6 +134,9 @@ pub trait Observer: Send {
     fn enabled(&self) -> bool {
         true
     }
+    /// A call of the running step is about to be retried (reported as it happens,
+    /// before the step's record). Default: ignored.
+    fn retry(&mut self, _event: &RetryEvent) {}
     /// A step ended.
     fn step(&mut self, record: &StepRecord);
     /// The run ended.
@@ -204,6 +214,9 @@ fn short(v: &Value) -> String {
 }
 
 impl Observer for Verbose {
+    fn retry(&mut self, e: &RetryEvent) {
+        crate::errln!("      {e}, in {:.1} s", e.delay_ms as f64 / 1000.0);
+    }
     fn step(&mut self, r: &StepRecord) {
         let mut line = format!(
             "[{:>3}] {} ({}) {:.1} ms",
@@ -242,6 +255,9 @@ impl Observer for Verbose {
             if l.cached > 0 {
                 line.push_str(&format!(", {} cached", l.cached));
             }
+        }
+        if !r.retries.is_empty() {
+            line.push_str(&format!(", {} retry(ies)", r.retries.len()));
         }
         crate::errln!("{line}");
         for (k, v) in &r.delta {
@@ -291,6 +307,11 @@ pub struct Tee(pub Vec<Box<dyn Observer>>);
 impl Observer for Tee {
     fn enabled(&self) -> bool {
         self.0.iter().any(|o| o.enabled())
+    }
+    fn retry(&mut self, e: &RetryEvent) {
+        for o in &mut self.0 {
+            o.retry(e);
+        }
     }
     fn step(&mut self, r: &StepRecord) {
         for o in &mut self.0 {

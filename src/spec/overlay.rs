@@ -1,11 +1,14 @@
-//! Variants: named overlays applied to the spec's JSON value before typing.
+//! Variants: named overlays applied to the spec's JSON value before typing, and
+//! command-line overrides (`--override PATH=VALUE`) that work the same way.
 //!
 //! A variant's `set` maps a dotted path to a value. Every segment but the last must
 //! exist; the last must name an existing key, a new key of an existing mapping, or an
 //! existing list index. The new value keeps its own source spans, so a fault in the
-//! merged spec points at the variant's line.
+//! merged spec points at the variant's line (for an override: at its VALUE, shown as
+//! the source `--override PATH`).
 use super::load::{typed, LoadedSpec};
-use super::yaml::{escape_segment, pointer};
+use super::source::Sources;
+use super::yaml::{escape_segment, pointer, SpanIndex};
 use crate::diag::{Code, Diagnostic};
 use serde_json::Value;
 
@@ -82,6 +85,124 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
         variant: Some(name.to_string()),
         ..base.clone()
     })
+}
+
+/// One command-line override `PATH=VALUE`, parsed ([`parse_override`]).
+#[derive(Clone, Debug)]
+pub struct Override {
+    /// The argument as given.
+    pub arg: String,
+    /// The dotted path (`models.grader.structured_output`).
+    pub path: String,
+    /// The value.
+    pub value: Value,
+    /// Spans of the value, in its own source (named `--override PATH`).
+    spans: SpanIndex,
+}
+
+/// Parses `PATH=VALUE`. VALUE is read as YAML, like a value of a variant's `set`: a
+/// scalar (`json_schema`, `8`, `0.5`, `true`, `null`, `"quoted"`) or a flow sequence or
+/// mapping (`[a, b]`, `{kind: bm25, corpus: docs}`); an empty VALUE is `null`. The
+/// VALUE text is added to `sources` (as the file `--override PATH`), so diagnostics
+/// about the value point into it.
+///
+/// # Errors
+/// A message naming the argument: no `=`, an empty or undotted path, a path into
+/// `version`, `root` or `variants`, VALUE that is not YAML (rendered diagnostics).
+pub fn parse_override(arg: &str, sources: &mut Sources) -> Result<Override, String> {
+    let (path, text) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("`--override {arg}`: expected PATH=VALUE (e.g. models.grader.structured_output=json_schema)"))?;
+    let path = path.trim();
+    check_path(path).map_err(|e| format!("`--override {arg}`: {e}"))?;
+    let file = sources.add(format!("--override {path}"), text.to_string());
+    let (value, spans) = if text.trim().is_empty() {
+        (Value::Null, SpanIndex::default())
+    } else {
+        super::yaml::parse(text, file, &super::yaml::Limits::default()).map_err(|ds| {
+            format!(
+                "`--override {arg}`: VALUE is not YAML:\n{}",
+                crate::diag::render::render(&ds, sources, crate::diag::render::Format::Human)
+                    .trim_end()
+            )
+        })?
+    };
+    Ok(Override {
+        arg: arg.to_string(),
+        path: path.to_string(),
+        value,
+        spans,
+    })
+}
+
+/// Why overrides could not be applied.
+#[derive(Debug)]
+pub enum OverrideError {
+    /// An override names a path that does not exist (the message names it, and the
+    /// keys that do exist where it stops).
+    Path(String),
+    /// The patched spec does not type-check (a value of the wrong type, an unknown
+    /// key); the diagnostics point at the override's VALUE where they can.
+    Invalid(Vec<Diagnostic>),
+}
+
+/// Applies command-line overrides to `base` (a spec, or a variant's merged spec), in
+/// order, with a variant's `set` rules (see the module docs), and types the result.
+///
+/// # Errors
+/// [`OverrideError::Path`] for the first path that does not exist;
+/// [`OverrideError::Invalid`] with the typing diagnostics of the patched spec.
+pub fn apply_overrides(
+    base: &LoadedSpec,
+    overrides: &[Override],
+) -> Result<LoadedSpec, OverrideError> {
+    let mut raw = base.raw.clone();
+    let mut spans = base.spans.clone();
+    for o in overrides {
+        let segments: Vec<&str> = o.path.split('.').collect();
+        if let Err(missing) = set_path(&mut raw, &segments, o.value.clone()) {
+            let parent: Vec<&str> = missing.split('.').collect();
+            let parent = &parent[..parent.len().saturating_sub(1)];
+            let known = raw
+                .pointer(&pointer(parent))
+                .and_then(Value::as_object)
+                .map(|m| m.keys().map(String::as_str).collect::<Vec<_>>().join(", "));
+            let mut msg = format!(
+                "`--override {}`: `{missing}` does not exist in {}",
+                o.arg,
+                base.path.display()
+            );
+            match known {
+                Some(k) if !parent.is_empty() && !k.is_empty() => {
+                    msg.push_str(&format!(" ({} has: {k})", parent.join(".")))
+                }
+                Some(k) if !k.is_empty() => msg.push_str(&format!(" (top-level keys: {k})")),
+                _ => {}
+            }
+            return Err(OverrideError::Path(msg));
+        }
+        spans.graft(&pointer(&segments), &o.spans, "", None);
+    }
+    let spec = typed(&raw, &spans, base.file).map_err(OverrideError::Invalid)?;
+    Ok(LoadedSpec {
+        raw,
+        spans,
+        spec,
+        ..base.clone()
+    })
+}
+
+/// The path rules shared by variants and overrides: dotted, no empty segment, not
+/// into `version`, `root` or `variants`.
+fn check_path(path: &str) -> Result<(), String> {
+    let segments: Vec<&str> = path.split('.').collect();
+    if segments.iter().any(|s| s.trim().is_empty()) {
+        return Err(format!("`{path}` is not a dotted path"));
+    }
+    if matches!(segments[0], "version" | "root" | "variants") {
+        return Err(format!("`{}` cannot be changed", segments[0]));
+    }
+    Ok(())
 }
 
 /// Sets `value` at `segments` in `root`. On failure returns the dotted prefix that
