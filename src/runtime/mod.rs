@@ -27,10 +27,11 @@ pub mod state;
 pub mod status;
 pub mod trace;
 
-pub use interpreter::run;
+pub use interpreter::{run, run_until};
 pub use program::Program;
 pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture};
 pub use status::Status;
+pub use tokio_util::sync::CancellationToken;
 pub use trace::{JsonlTrace, NoTrace, Observer, StepRecord, Verbose};
 
 use crate::diag::Diagnostic;
