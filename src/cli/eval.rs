@@ -93,6 +93,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ragloop::eval::files::SUMMARY,
             ragloop::eval::files::REPORT_MD,
             ragloop::eval::files::REPORT_HTML,
+            ragloop::eval::files::LOCK,
         ]
         .iter()
         .map(|f| out.join(f))

@@ -193,7 +193,7 @@ impl DirLock {
                 .map_err(|e| io("write", e))?;
             HELD.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push((path.clone(), id.clone()));
+                .push((path.clone(), id));
             return Ok(Acquired {
                 lock: Some(DirLock { file, path, id }),
                 stale,

@@ -1,5 +1,5 @@
 //! results.jsonl: one row per finished (variant, question) pair, appended and flushed
-//! as each run ends, by a single writer.
+//! as each run ends, by a single writer (one eval per directory: [`super::lock`]).
 //!
 //! Row schema (one JSON object per line, keys in this order):
 //!
