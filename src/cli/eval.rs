@@ -2,9 +2,10 @@
 //! reports and CI gates (see `ragloop::eval` and docs/eval.md).
 //!
 //! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, a report could
-//! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran); 5 a gate failed
+//! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran; another eval
+//! holding --out included); 5 a gate failed; 130 interrupted by SIGINT/SIGTERM (partial reports)
 //! (reports are written in every case where runs happened).
-use ragloop::eval::{run_eval, EvalConfig, EvalError};
+use ragloop::eval::{run_eval_until, EvalConfig, EvalError};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop eval`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key included (nothing ran), 5 a gate failed. See docs/eval.md."
+    after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key or another eval using --out included (nothing ran), 5 a gate failed, 130 interrupted (partial reports written). See docs/eval.md."
 )]
 pub struct EvalArgs {
     /// The spec file.
@@ -95,6 +96,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ragloop::eval::files::SUMMARY,
             ragloop::eval::files::REPORT_MD,
             ragloop::eval::files::REPORT_HTML,
+            ragloop::eval::files::LOCK,
         ]
         .iter()
         .map(|f| out.join(f))
@@ -148,7 +150,8 @@ pub fn run(args: EvalArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run_eval(&cfg)) {
+    let cancel = super::signals::install(&rt, "eval");
+    match rt.block_on(run_eval_until(&cfg, &cancel)) {
         Err(EvalError::Usage(m)) => {
             ragloop::errln!("ragloop eval: {m}");
             ExitCode::from(super::EXIT_USAGE)

@@ -2,7 +2,8 @@
 //! the library; `main` maps the outcome to an exit code.
 //!
 //! Exit codes shared by every subcommand: 0 success, 1 the input is invalid or the
-//! work failed, 2 usage error (bad flags, unreadable arguments).
+//! work failed, 2 usage error (bad flags, unreadable arguments), 130 interrupted
+//! (SIGINT/SIGTERM, `run` and `eval`; see `signals`).
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -13,6 +14,7 @@ mod index;
 mod overrides;
 mod paths;
 mod run;
+mod signals;
 mod validate;
 
 /// Exit status for a usage error (bad flags or arguments).

@@ -1,13 +1,15 @@
 //! `ragloop run SPEC --question TEXT`: execute a spec, offline by default.
 //!
 //! Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed (or the spec
-//! does not validate, or its resources cannot be opened), 2 usage error. With
+//! does not validate, or its resources cannot be opened), 2 usage error, 130
+//! interrupted by SIGINT/SIGTERM (the run in flight ends with status `interrupted`,
+//! with its result and trace; with `--input`, no further line is run). With
 //! `--input`, the most severe status over all questions decides (failed > limit >
 //! exhausted/fallback > generated), and a bad input line counts as failed.
 use ragloop::runtime::state::parse_set;
 use ragloop::runtime::trace::Tee;
 use ragloop::runtime::{
-    load_program_with, run as run_program, JsonlTrace, LoadError, Observer, ResourceOptions,
+    load_program_with, run_until as run_program, JsonlTrace, LoadError, Observer, ResourceOptions,
     Resources, RunInput, RunResult, Status, Verbose,
 };
 use serde_json::{json, Value};
@@ -18,7 +20,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop run`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error (a missing API key included)."
+    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error (a missing API key included), 130 interrupted (SIGINT/SIGTERM)."
 )]
 pub struct RunArgs {
     /// The spec file.
@@ -269,10 +271,11 @@ pub fn run(args: RunArgs) -> ExitCode {
         observers.push(Box::new(Verbose));
     }
     let mut obs = Tee(observers);
+    let cancel = super::signals::install(&rt, "run");
     match lines {
         None => {
             let input = RunInput { question, sets };
-            let result = rt.block_on(run_program(&program, &resources, &input, &mut obs));
+            let result = rt.block_on(run_program(&program, &resources, &input, &mut obs, &cancel));
             if args.json {
                 // A closed stdout (`| true`) is not an error of the run.
                 let mut out = std::io::stdout().lock();
@@ -290,6 +293,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             let mut bad_lines = 0usize;
             let mut stdout = std::io::stdout().lock();
             for (n, line) in text.lines().enumerate() {
+                if cancel.is_cancelled() {
+                    break;
+                }
                 let lineno = n + 1;
                 if line.trim().is_empty() {
                     continue;
@@ -338,7 +344,8 @@ pub fn run(args: RunArgs) -> ExitCode {
                     question: Some(q),
                     sets: sets.clone(),
                 };
-                let result = rt.block_on(run_program(&program, &resources, &input, &mut obs));
+                let result =
+                    rt.block_on(run_program(&program, &resources, &input, &mut obs, &cancel));
                 let mut v = result_json(&result, id.as_ref());
                 if let Some(obj) = v.as_object_mut() {
                     obj.insert("line".into(), json!(lineno));
@@ -361,6 +368,9 @@ pub fn run(args: RunArgs) -> ExitCode {
                 if worst.is_none_or(|w| result.status.severity() > w.severity()) {
                     worst = Some(result.status);
                 }
+            }
+            if cancel.is_cancelled() {
+                return ExitCode::from(ragloop::runtime::status::EXIT_INTERRUPTED);
             }
             if bad_lines > 0 {
                 return ExitCode::from(1);

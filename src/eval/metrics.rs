@@ -354,11 +354,12 @@ pub const REFUSAL_PHRASES: &[&str] = &[
 ];
 
 /// Whether a run declined to answer: status fallback or exhausted (no answer), or an
-/// answer holding one of [`REFUSAL_PHRASES`]. A failed run did not decline.
+/// answer holding one of [`REFUSAL_PHRASES`]. A failed or interrupted run did not
+/// decline.
 pub fn declined(status: Status, answer: Option<&str>) -> bool {
     match status {
         Status::Fallback | Status::Exhausted => true,
-        Status::Failed => false,
+        Status::Failed | Status::Interrupted => false,
         Status::Generated | Status::Limit => answer.is_some_and(|a| {
             let a = a.to_lowercase().replace('\u{2019}', "'");
             REFUSAL_PHRASES.iter().any(|p| a.contains(p))

@@ -5,6 +5,7 @@
 //! - [`dataset`]: the JSON-lines question set (bad lines kept with their numbers);
 //! - [`runner`]: variants resolved, opened and run concurrently on tokio;
 //! - [`store`]: results.jsonl rows, append + flush, resume after a kill;
+//! - [`lock`]: one eval at a time per output directory (`eval.lock`);
 //! - [`metrics`]: per-question metrics and their definitions;
 //! - [`stats`]: percentiles, bootstrap CIs, McNemar's test;
 //! - [`summary`]: aggregates and comparisons (summary.json);
@@ -15,6 +16,7 @@
 //! [`Outcome`] to exit codes.
 pub mod dataset;
 pub mod gates;
+pub mod lock;
 pub mod metrics;
 pub mod report_html;
 pub mod report_md;
@@ -24,7 +26,7 @@ pub mod store;
 pub mod summary;
 pub mod svg;
 
-use crate::runtime::{LoadError, Status};
+use crate::runtime::{CancellationToken, LoadError, Status};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -123,13 +125,19 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// Reports that could not be written (the others were), one message each.
     pub report_errors: Vec<String>,
+    /// The eval was interrupted: the summary and reports are partial (see
+    /// [`summary::Summary::interrupted`]).
+    pub interrupted: bool,
 }
 
 impl Outcome {
-    /// Exit status: 1 when a dataset line was skipped, a run failed or a report could
-    /// not be written, else [`EXIT_GATE`] when a gate failed, else 0.
+    /// Exit status: 130 ([`crate::runtime::status::EXIT_INTERRUPTED`]) when the eval was
+    /// interrupted, else 1 when a dataset line was skipped, a run failed or a report
+    /// could not be written, else [`EXIT_GATE`] when a gate failed, else 0.
     pub fn exit_code(&self) -> u8 {
-        if self.failed_runs > 0
+        if self.interrupted {
+            crate::runtime::status::EXIT_INTERRUPTED
+        } else if self.failed_runs > 0
             || !self.summary.dataset_errors.is_empty()
             || !self.report_errors.is_empty()
         {
@@ -152,6 +160,8 @@ pub mod files {
     pub const REPORT_MD: &str = "report.md";
     /// HTML report.
     pub const REPORT_HTML: &str = "report.html";
+    /// The lock file of the eval writing the directory ([`super::lock`]).
+    pub const LOCK: &str = super::lock::LOCK_FILE;
 }
 
 /// Writes summary.json, report.md and report.html into `dir` (each written to a
@@ -211,15 +221,59 @@ pub fn retry_line(variant: &str, id: &str, e: &crate::retries::RetryEvent) -> St
     format!("{variant}/{id}: {e}")
 }
 
-/// Runs a whole eval: checks every argument, runs the missing pairs, writes the
-/// reports, evaluates the gates.
+/// Locks the output directory for this eval ([`lock`]): another eval holding it is
+/// a usage error naming its pid and the lock file; a lock left by an eval that is
+/// gone is taken over with a note on stderr.
+fn lock_out(dir: &Path) -> Result<Option<lock::DirLock>, EvalError> {
+    let got = lock::DirLock::acquire(dir).map_err(|e| match e {
+        lock::LockError::Held { .. } => EvalError::Usage(e.to_string()),
+        lock::LockError::Io(m) => EvalError::Failed(m),
+    })?;
+    if let Some(old) = &got.stale {
+        crate::errln!(
+            "ragloop eval: note: took over {} left by an eval that is no longer running ({})",
+            dir.join(files::LOCK).display(),
+            old.describe()
+        );
+    }
+    if let Some(why) = &got.unlocked {
+        crate::errln!("ragloop eval: note: {why}");
+    }
+    Ok(got.lock)
+}
+
+/// Runs a whole eval that is never interrupted: [`run_eval_until`] with a token
+/// nobody cancels.
+///
+/// # Errors
+/// See [`run_eval_until`].
+pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
+    run_eval_until(cfg, &CancellationToken::new()).await
+}
+
+/// Runs a whole eval: checks every argument, locks the output directory, runs the
+/// missing pairs, writes the reports, evaluates the gates.
+///
+/// Only one eval writes a directory at a time: the second fails at once with
+/// [`EvalError::Usage`] naming the holder (see [`lock`]). The lock is released when
+/// this returns, whatever the outcome.
+///
+/// When `cancel` is cancelled (the CLI does it on SIGINT/SIGTERM), no new run starts,
+/// the runs in flight are cut short (no row: `--resume` runs them), every finished
+/// row is already in results.jsonl, and the reports are written from the rows there
+/// are, marked partial ([`summary::Summary::interrupted`]); the outcome says
+/// `interrupted` (exit 130).
 ///
 /// # Errors
 /// [`EvalError::Usage`] before anything runs (unreadable dataset, duplicate ids,
 /// bad lines with `strict`, unknown variant, bad gate, existing results without
-/// `resume`); [`EvalError::Failed`] for a spec that does not load, resources that
-/// cannot be opened, results that cannot be written.
-pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
+/// `resume`, the directory locked by another eval); [`EvalError::Failed`] for a spec
+/// that does not load, resources that cannot be opened, results that cannot be
+/// written.
+pub async fn run_eval_until(
+    cfg: &EvalConfig,
+    cancel: &CancellationToken,
+) -> Result<Outcome, EvalError> {
     let ds = dataset::load(&cfg.dataset).map_err(EvalError::Usage)?;
     let mut warnings: Vec<String> = ds
         .errors
@@ -262,13 +316,24 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
             cfg.out.display()
         )));
     }
+    // An existing directory is locked before it is looked at: a second eval is
+    // told who holds it, not that the holder's rows are there.
+    let early_lock = if cfg.out.is_dir() {
+        Some(lock_out(&cfg.out)?)
+    } else {
+        None
+    };
     let results_path = cfg.out.join(files::RESULTS);
-    if !cfg.resume && store::non_empty(&results_path) {
-        return Err(EvalError::Usage(format!(
-            "{} already holds results: pass --resume to continue that eval, or choose another --out",
-            results_path.display()
-        )));
-    }
+    let holds_results = || -> Result<(), EvalError> {
+        if !cfg.resume && store::non_empty(&results_path) {
+            return Err(EvalError::Usage(format!(
+                "{} already holds results: pass --resume to continue that eval, or choose another --out",
+                results_path.display()
+            )));
+        }
+        Ok(())
+    };
+    holds_results()?;
     let mut popts = runner::PrepareOptions {
         models: cfg.models.clone(),
         overrides: cfg.overrides.clone(),
@@ -292,6 +357,16 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
     let prepared = runner::open(programs, &popts)?;
     std::fs::create_dir_all(&cfg.out)
         .map_err(|e| EvalError::Failed(format!("cannot create {}: {e}", cfg.out.display())))?;
+    // Held until this returns (dropping it removes the lock file).
+    let _lock = match early_lock {
+        Some(l) => l,
+        None => {
+            let l = lock_out(&cfg.out)?;
+            // Another eval may have made and filled the directory meanwhile.
+            holds_results()?;
+            l
+        }
+    };
     let existing = if cfg.resume {
         store::read_for_resume(&results_path).map_err(EvalError::Failed)?
     } else {
@@ -390,6 +465,7 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         &done,
         cfg.concurrency,
         &mut writer,
+        cancel,
         |row| {
             if row.status == Status::Failed {
                 failed_now += 1;
@@ -410,9 +486,10 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
             results_path.display()
         ))
     })?;
-    let new_rows = new.len();
+    let new_rows = new.rows.len();
+    let (cancelled, not_started) = (new.cancelled, new.not_started);
     let mut rows = existing.rows;
-    rows.extend(new);
+    rows.extend(new.rows);
     let rows: Vec<store::Row> = rows
         .into_iter()
         .filter(|r| variants.contains(&r.variant) && ids.contains(r.id.as_str()))
@@ -427,10 +504,23 @@ pub async fn run_eval(cfg: &EvalConfig) -> Result<Outcome, EvalError> {
         &rows,
     );
     summary.gates = gates::check(&gate_list, &summary);
+    let interrupted = cancel.is_cancelled() && (cancelled > 0 || not_started > 0);
+    if interrupted {
+        let i = summary::Interruption {
+            pairs: variants.len() * ds.items.len(),
+            with_rows: summary.results.values().map(|r| r.rows).sum(),
+            new_rows,
+            cancelled,
+            not_started,
+        };
+        warnings.push(format!("interrupted: {}", i.describe()));
+        summary.interrupted = Some(i);
+    }
     let report_errors = write_reports(&cfg.out, &summary, &rows)
         .err()
         .unwrap_or_default();
     Ok(Outcome {
+        interrupted,
         report_errors,
         summary,
         new_rows,

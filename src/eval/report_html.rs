@@ -66,6 +66,19 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             )
         }
     );
+    if let Some(i) = &s.interrupted {
+        let _ = write!(
+            o,
+            "<p class=\"fail\"><strong>Partial results: the eval was interrupted.</strong> {}.</p>",
+            esc(&i.describe())
+        );
+    } else if s.partial {
+        let missing: usize = s.results.values().map(|r| r.missing).sum();
+        let _ = write!(
+            o,
+            "<p class=\"fail\"><strong>Partial results:</strong> {missing} (variant, question) pair(s) have no row; rerun with --resume to run them.</p>"
+        );
+    }
     if !s.gates.is_empty() {
         o.push_str("<h2>Gates</h2><ul>");
         for g in &s.gates {

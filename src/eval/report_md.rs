@@ -156,6 +156,19 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         },
         s.variants.join(", ")
     );
+    if let Some(i) = &s.interrupted {
+        let _ = writeln!(
+            out,
+            "> **Partial results: the eval was interrupted.** {}.\n",
+            i.describe()
+        );
+    } else if s.partial {
+        let missing: usize = s.results.values().map(|r| r.missing).sum();
+        let _ = writeln!(
+            out,
+            "> **Partial results:** {missing} (variant, question) pair(s) have no row; rerun with --resume to run them.\n"
+        );
+    }
     let _ = writeln!(out, "## Answer and retrieval quality\n");
     let mut rows_q = Vec::new();
     let mut rows_l = Vec::new();

@@ -7,8 +7,8 @@ use super::store::{Row, Usage, Writer};
 use crate::retries::RetryEvent;
 use crate::runtime::eval::Compiled;
 use crate::runtime::{
-    load_program, load_program_with, run, LoadError, Observer, Program, ResourceOptions, Resources,
-    RunInput, RunResult, StepRecord,
+    load_program, load_program_with, run_until, CancellationToken, LoadError, Observer, Program,
+    ResourceOptions, Resources, RunInput, RunResult, StepRecord,
 };
 use crate::spec::types::Reducer;
 use serde_json::Value;
@@ -363,7 +363,7 @@ pub fn make_row(
 /// Runs one question under one prepared variant.
 pub async fn run_one(p: &Prepared, item: &Item) -> Row {
     let targets = Arc::new(retrieval_targets(&p.program));
-    run_with_targets(p, item, targets, None).await
+    run_with_targets(p, item, targets, None, &CancellationToken::new()).await
 }
 
 async fn run_with_targets(
@@ -371,6 +371,7 @@ async fn run_with_targets(
     item: &Item,
     targets: Arc<HashMap<String, Target>>,
     on_retry: Option<OnRetry>,
+    cancel: &CancellationToken,
 ) -> Row {
     let mut cap = Capture {
         targets,
@@ -383,30 +384,48 @@ async fn run_with_targets(
         sets: Vec::new(),
     };
     let started = Instant::now();
-    let result = run(&p.program, &p.resources, &input, &mut cap).await;
+    let result = run_until(&p.program, &p.resources, &input, &mut cap, cancel).await;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     make_row(&p.name, item, &result, cap.passes, ms)
 }
 
+/// What [`execute`] ran.
+#[derive(Debug, Default)]
+pub struct Executed {
+    /// The rows written, in completion order.
+    pub rows: Vec<Row>,
+    /// Runs cut short by the cancellation token (status interrupted): no row written.
+    pub cancelled: usize,
+    /// Pairs not started because the token was cancelled first.
+    pub not_started: usize,
+}
+
 /// Runs every pair not in `done` (variant-major order: all questions of the first
 /// variant are started first), at most `concurrency` at a time, appending each row to
-/// `writer` as it finishes and calling `on_row` after it is written. Returns the new
-/// rows in completion order. `on_retry` sees every retry of every run as it happens.
+/// `writer` as it finishes and calling `on_row` after it is written. `on_retry` sees
+/// every retry of every run as it happens.
 ///
 /// A run that panics is recorded as a failed row naming the panic. Stops at the first
-/// write error (the rows written so far stay on disk).
+/// write error (the rows written so far stay on disk). Once `cancel` is cancelled no
+/// run is started, the runs in flight end as interrupted (their calls dropped, see
+/// [`run_until`]) and get no row, so `--resume` runs them again; every row finished
+/// before is written.
 ///
 /// # Errors
 /// The write error.
+// The hooks (row, retry, cancel) are independent inputs of one loop; a struct would
+// only rename them.
+#[allow(clippy::too_many_arguments)]
 pub async fn execute(
     variants: &[Prepared],
     items: &[Item],
     done: &HashSet<(String, String)>,
     concurrency: usize,
     writer: &mut Writer,
+    cancel: &CancellationToken,
     mut on_row: impl FnMut(&Row),
     on_retry: Option<OnRetry>,
-) -> Result<Vec<Row>, String> {
+) -> Result<Executed, String> {
     let items: Vec<Arc<Item>> = items.iter().cloned().map(Arc::new).collect();
     let mut queue = Vec::new();
     for (vi, v) in variants.iter().enumerate() {
@@ -433,16 +452,17 @@ pub async fn execute(
     let mut set = tokio::task::JoinSet::new();
     let mut meta: HashMap<tokio::task::Id, (usize, Arc<Item>)> = HashMap::new();
     let concurrency = concurrency.max(1);
-    let mut out = Vec::new();
+    let mut out = Executed::default();
     loop {
-        while set.len() < concurrency {
+        while set.len() < concurrency && !cancel.is_cancelled() {
             let Some((vi, item)) = pending.next() else {
                 break;
             };
             let (p, t) = (Arc::clone(&shared[vi].0), Arc::clone(&shared[vi].1));
             let it = Arc::clone(&item);
             let on_retry = on_retry.clone();
-            let h = set.spawn(async move { run_with_targets(&p, &it, t, on_retry).await });
+            let c = cancel.clone();
+            let h = set.spawn(async move { run_with_targets(&p, &it, t, on_retry, &c).await });
             meta.insert(h.id(), (vi, item));
         }
         let Some(joined) = set.join_next_with_id().await else {
@@ -464,9 +484,14 @@ pub async fn execute(
                 make_row(&variants[vi].name, &item, &r, Vec::new(), 0.0)
             }
         };
+        if row.status == crate::runtime::Status::Interrupted {
+            out.cancelled += 1;
+            continue;
+        }
         writer.append(&row)?;
         on_row(&row);
-        out.push(row);
+        out.rows.push(row);
     }
+    out.not_started = pending.count();
     Ok(out)
 }

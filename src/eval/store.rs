@@ -1,5 +1,5 @@
 //! results.jsonl: one row per finished (variant, question) pair, appended and flushed
-//! as each run ends, by a single writer.
+//! as each run ends, by a single writer (one eval per directory: [`super::lock`]).
 //!
 //! Row schema (one JSON object per line, keys in this order):
 //!
@@ -28,7 +28,7 @@ use crate::runtime::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// LLM usage of a row.
@@ -252,29 +252,30 @@ pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), String> {
 
 /// Appends rows to results.jsonl, one line each, flushed to the OS before
 /// [`Writer::append`] returns.
+///
+/// The file is always opened with `O_APPEND` and each row is written with one
+/// `write` of the whole line, so rows stay whole under any interleaving, even from
+/// two writers that bypassed the directory lock ([`super::lock`]): the OS puts each
+/// write at the end of the file, never over another one.
 pub struct Writer {
     file: File,
     path: std::path::PathBuf,
 }
 
 impl Writer {
-    /// Opens `path` for appending (`truncate`: start empty).
+    /// Opens `path` for appending (`truncate`: emptied first).
     ///
     /// # Errors
     /// A message naming the file.
     pub fn open(path: &Path, truncate: bool) -> Result<Writer, String> {
-        let mut opts = OpenOptions::new();
-        opts.create(true);
-        if truncate {
-            opts.write(true).truncate(true);
-        } else {
-            opts.append(true);
-        }
-        let mut file = opts
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
             .open(path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        if !truncate {
-            let _ = file.seek(SeekFrom::End(0));
+        if truncate {
+            file.set_len(0)
+                .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
         }
         Ok(Writer {
             file,
@@ -282,17 +283,31 @@ impl Writer {
         })
     }
 
-    /// Writes one row as a single `write` of the whole line, then flushes.
+    /// Writes one row as a single `write` of the whole line (the OS may, rarely,
+    /// write a prefix only, e.g. on a full disk: the rest follows at once).
     ///
     /// # Errors
     /// A message naming the file.
     pub fn append(&mut self, row: &Row) -> Result<(), String> {
         let mut line = serde_json::to_vec(row).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        self.file
-            .write_all(&line)
-            .and_then(|()| self.file.flush())
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+        let err = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
+        let mut done = loop {
+            match self.file.write(&line) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(err(e)),
+            }
+        };
+        while done < line.len() {
+            match self.file.write(&line[done..]) {
+                Ok(0) => return Err(err(std::io::ErrorKind::WriteZero.into())),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        self.file.flush().map_err(err)
     }
 }
 
@@ -340,6 +355,36 @@ mod tests {
             ["a", "b"]
         );
         assert_eq!(ex.torn_bytes, None);
+    }
+
+    #[test]
+    fn rows_stay_whole_when_two_writers_interleave() {
+        // Two writers on one file (as two evals that bypassed the lock), the second
+        // opened with truncate like a fresh eval: every line is a whole row, none
+        // written over another.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.jsonl");
+        let mut a = Writer::open(&p, true).unwrap();
+        let mut b = Writer::open(&p, true).unwrap();
+        let ta = std::thread::spawn(move || {
+            for i in 0..300 {
+                a.append(&row(&format!("a{i}"))).unwrap();
+            }
+        });
+        for i in 0..300 {
+            b.append(&row(&format!("b{i}"))).unwrap();
+        }
+        ta.join().unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let ids: HashSet<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Row>(l)
+                    .unwrap_or_else(|e| panic!("spliced line {l:?}: {e}"))
+                    .id
+            })
+            .collect();
+        assert_eq!(ids.len(), 600, "every row kept");
     }
 
     #[test]

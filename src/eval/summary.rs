@@ -15,7 +15,10 @@
 //!   "comparisons": [{"a", "b", "metrics": [{"metric", "n" (paired questions), "mean_a",
 //!       "mean_b", "diff" (b - a), "ci" ([low, high] of the mean difference),
 //!       "mcnemar": {"b", "c", "p", "exact"} (binary metrics only), "verdict"}]}],
-//!   "gates": [{"gate", "passed", "reason"}]
+//!   "gates": [{"gate", "passed", "reason"}],
+//!   "partial": bool (some selected pair has no row),
+//!   "interrupted": {"pairs", "with_rows", "new_rows", "cancelled", "not_started"}
+//!       (only when the eval was interrupted by SIGINT/SIGTERM)
 //! }
 //! Aggregate = {"n": questions, "statuses": {status: n},
 //!   "metrics": {name: {"value": mean or null, "n": questions it applies to, "ci": [low, high] or null}},
@@ -366,6 +369,40 @@ pub struct Summary {
     pub comparisons: Vec<Comparison>,
     /// Gate outcomes (empty without gates).
     pub gates: Vec<GateOutcome>,
+    /// Whether some selected (variant, question) pair has no row: the figures cover
+    /// part of the dataset only (an interrupted eval; `--resume` completes it).
+    pub partial: bool,
+    /// Set when this invocation was interrupted (SIGINT/SIGTERM, or a library
+    /// caller's cancellation token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interruption>,
+}
+
+/// What an interrupted eval ran.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Interruption {
+    /// Selected (variant, question) pairs.
+    pub pairs: usize,
+    /// Of `pairs`, those with a row (resumed rows included).
+    pub with_rows: usize,
+    /// Of `with_rows`, the rows of this invocation.
+    pub new_rows: usize,
+    /// Runs in flight when the eval was interrupted: cancelled, no row written (a
+    /// `--resume` runs them).
+    pub cancelled: usize,
+    /// Pairs never started.
+    pub not_started: usize,
+}
+
+impl Interruption {
+    /// One line for people: `3 of 10 pair(s) have a row (2 new); 1 run(s) cancelled
+    /// in flight, 6 not started; rerun with --resume to run them`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} pair(s) have a row ({} new); {} run(s) cancelled in flight, {} not started; rerun with --resume to run them",
+            self.with_rows, self.pairs, self.new_rows, self.cancelled, self.not_started
+        )
+    }
 }
 
 /// Builds the summary from the rows of the selected variants (rows of other
@@ -442,7 +479,10 @@ pub fn summarize(
             ));
         }
     }
+    let partial = results.values().any(|r: &VariantResults| r.missing > 0);
     Summary {
+        partial,
+        interrupted: None,
         spec: spec.to_string(),
         dataset: dataset.to_string(),
         questions: items.len(),

@@ -15,8 +15,8 @@
 //!   the run with status `limit`, naming the node, before running it.
 //! - Neither bound counts END.
 use super::eval::{to_jinja, Mirror, Scope};
-use super::nodes::{exec, name, UpdateNames};
-use super::program::{EdgeProg, NodeProg, Program};
+use super::nodes::{exec, name, Meter, UpdateNames};
+use super::program::{Body, EdgeProg, NodeProg, Program};
 use super::resources::Resources;
 use super::state::{initial_state, reduce};
 use super::status::Status;
@@ -27,6 +27,7 @@ use minijinja::value::Value as JValue;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 fn mirror_of(state: &Map<String, Value>) -> Mirror {
     state
@@ -36,12 +37,32 @@ fn mirror_of(state: &Map<String, Value>) -> Mirror {
 }
 
 /// Runs a program once. Never panics on user input: every failure becomes a
-/// [`Status::Failed`] result whose `error` names the node.
+/// [`Status::Failed`] result whose `error` names the node. Never interrupted (see
+/// [`run_until`]).
 pub async fn run(
     program: &Program,
     res: &Resources,
     input: &RunInput,
     obs: &mut dyn Observer,
+) -> RunResult {
+    run_until(program, res, input, obs, &CancellationToken::new()).await
+}
+
+/// Runs a program once, like [`run`], until it ends or `cancel` is cancelled.
+///
+/// Cancellation is checked before each step and raced against the step in flight:
+/// the step's future is dropped at once (its LLM calls, HTTP requests included, are
+/// cancelled; nothing is retried), the usage its finished calls reported is billed,
+/// and the run ends with [`Status::Interrupted`], `error` naming the node, and a step
+/// record carrying that error. The observer's `finish` is called as for any other
+/// end, so a trace gets its final line (`"status": "interrupted"`). A run that
+/// reached END before the cancellation keeps its status.
+pub async fn run_until(
+    program: &Program,
+    res: &Resources,
+    input: &RunInput,
+    obs: &mut dyn Observer,
+    cancel: &CancellationToken,
 ) -> RunResult {
     let spec = &program.loaded.spec;
     let mut state = Value::Object(initial_state(
@@ -66,6 +87,15 @@ pub async fn run(
     let tracing = obs.enabled();
     while let Some(ix) = current {
         let node = &program.nodes[ix];
+        if cancel.is_cancelled() {
+            result.status = Status::Interrupted;
+            result.error = Some(format!(
+                "interrupted before node `{}` (step {})",
+                node.name,
+                steps + 1
+            ));
+            return finish(program, result, state, last, obs);
+        }
         if steps >= program.max_steps {
             result.status = Status::Limit;
             result.error = Some(format!(
@@ -94,14 +124,25 @@ pub async fn run(
         let started = Instant::now();
         let start_ms = if tracing { unix_ms() } else { 0 };
         let mut retries = Vec::new();
-        let executed = if tracing {
-            observed(exec(program, node, res, &mirror, &state), &node.name, |e| {
-                obs.retry(&e);
-                retries.push(e);
-            })
-            .await
-        } else {
-            exec(program, node, res, &mirror, &state).await
+        let meter = Meter::default();
+        let outcome = {
+            let step = exec(program, node, res, &mirror, &state, &meter);
+            let step = async {
+                if tracing {
+                    observed(step, &node.name, |e| {
+                        obs.retry(&e);
+                        retries.push(e);
+                    })
+                    .await
+                } else {
+                    step.await
+                }
+            };
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                r = step => Some(r),
+            }
         };
         let mut record = |delta: Map<String, Value>,
                           route: Option<Route>,
@@ -123,9 +164,20 @@ pub async fn run(
                 });
             }
         };
-        let out = match executed {
-            Ok(o) => o,
-            Err((e, llm)) => {
+        let out = match outcome {
+            None => {
+                let msg = format!("interrupted during node `{}`", node.name);
+                let llm = matches!(node.body, Body::Llm(_) | Body::Map { .. }).then(|| meter.get());
+                if let Some(l) = &llm {
+                    result.usage.add_stats(l);
+                }
+                record(Map::new(), None, llm, Some(msg.clone()));
+                result.status = Status::Interrupted;
+                result.error = Some(msg);
+                return finish(program, result, state, last, obs);
+            }
+            Some(Ok(o)) => o,
+            Some(Err((e, llm))) => {
                 let msg = format!("node `{}`: {e}", node.name);
                 if let Some(l) = &llm {
                     result.usage.add_stats(l);

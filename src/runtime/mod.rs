@@ -4,7 +4,9 @@
 //! - [`state`]: initial state, reducers, state schema checks;
 //! - [`eval`]: templates and expressions on the shared minijinja environment;
 //! - [`resources`]: retrievers ([`Retriever`], BM25 by default), tools, providers;
-//! - [`interpreter`]: [`run`], one run of a program (node execution in `nodes.rs`);
+//! - [`interpreter`]: [`run`], one run of a program (node execution in `nodes.rs`), and
+//!   [`run_until`], the same run stopped by a [`CancellationToken`] (status
+//!   [`Status::Interrupted`]);
 //! - [`trace`]: step records, JSON-lines traces, verbose output;
 //! - [`status`]: terminal statuses and exit codes.
 //!
@@ -29,11 +31,12 @@ pub mod state;
 pub mod status;
 pub mod trace;
 
-pub use interpreter::run;
+pub use interpreter::{run, run_until};
 pub use overrides::SpecOverrides;
 pub use program::Program;
 pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture};
 pub use status::Status;
+pub use tokio_util::sync::CancellationToken;
 pub use trace::{JsonlTrace, NoTrace, Observer, StepRecord, Verbose};
 
 use crate::diag::Diagnostic;

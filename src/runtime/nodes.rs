@@ -90,6 +90,33 @@ pub(super) fn name(n: &'static str) -> Arc<str> {
 
 pub(super) type StepError = (String, Option<LlmStats>);
 
+/// The LLM usage of one step, added to as each call starts and ends. It lives
+/// outside the step's future, so the usage of the calls that finished is kept when
+/// the step is cut short: a `map` item that failed (its siblings dropped), an
+/// interrupted run. A call counts in `calls` when it starts (a call dropped in flight
+/// is still a request made); its wall time counts when it ends or is dropped; its
+/// tokens and cost when the provider reports them.
+#[derive(Debug, Default)]
+pub(super) struct Meter(std::sync::Mutex<LlmStats>);
+
+impl Meter {
+    fn add(&self, f: impl FnOnce(&mut LlmStats)) {
+        let mut s = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut s);
+    }
+
+    /// The usage so far.
+    pub(super) fn get(&self) -> LlmStats {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
     Value::Array(
         docs.into_iter()
@@ -110,6 +137,7 @@ pub(super) async fn exec(
     res: &Resources,
     mirror: &Arc<Mirror>,
     state: &Value,
+    meter: &Meter,
 ) -> Result<NodeOut, StepError> {
     let plain = |e: String| (e, None);
     match &node.body {
@@ -164,14 +192,13 @@ pub(super) async fn exec(
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
             let (req, inputs) = request(node, call, mirror, state, None).map_err(plain)?;
             let first = provider.call(&req);
-            let mut stats = LlmStats::default();
-            let out = complete(provider, call, &req, first, &mut stats)
+            let out = complete(provider, call, &req, first, meter)
                 .await
-                .map_err(|e| (e, Some(stats)))?;
+                .map_err(|e| (e, Some(meter.get())))?;
             let mut o = NodeOut::plain(Some(out), node);
             o.inputs = inputs;
             o.inputs_json = req.inputs;
-            o.llm = Some(stats);
+            o.llm = Some(meter.get());
             Ok(o)
         }
         Body::Map {
@@ -235,40 +262,34 @@ pub(super) async fn exec(
             // Boxed one by one (not a closure in `map`): the run's future must stay
             // `Send` for every lifetime so callers can `tokio::spawn` runs (rustc
             // cannot prove it through a closure returning an async block).
-            let mut tasks: Vec<BoxFuture<'_, (Result<Value, String>, LlmStats)>> =
-                Vec::with_capacity(reqs.len());
-            for (req, first) in reqs.iter().zip(firsts) {
+            let n = reqs.len();
+            let mut tasks: Vec<BoxFuture<'_, (usize, Result<Value, String>)>> =
+                Vec::with_capacity(n);
+            for (i, (req, first)) in reqs.iter().zip(firsts).enumerate() {
                 tasks.push(Box::pin(async move {
-                    let mut stats = LlmStats::default();
-                    let r = complete(provider, call, req, first, &mut stats).await;
-                    (r, stats)
+                    (i, complete(provider, call, req, first, meter).await)
                 }));
             }
-            let done: Vec<(Result<Value, String>, LlmStats)> = if *concurrency >= reqs.len() {
-                futures::future::join_all(tasks).await
-            } else {
-                futures::stream::iter(tasks)
-                    .buffered(*concurrency)
-                    .collect()
-                    .await
-            };
-            let mut total = LlmStats::default();
-            let mut outs = Vec::with_capacity(done.len());
-            let mut first_err = None;
-            for (i, (r, s)) in done.into_iter().enumerate() {
-                total.add(&s);
+            // At most `concurrency` items in flight, results taken as they end. The
+            // first failure ends the node: the stream is dropped with it, and so are
+            // the siblings' calls in flight (their HTTP requests cancelled, their
+            // retries never made) and the items not started yet. The meter keeps the
+            // usage of every call that finished.
+            let mut running = futures::stream::iter(tasks).buffer_unordered((*concurrency).max(1));
+            let mut outs: Vec<Option<Value>> = vec![None; n];
+            while let Some((i, r)) = running.next().await {
                 match r {
-                    Ok(v) => outs.push(v),
+                    Ok(v) => outs[i] = Some(v),
                     Err(e) => {
-                        first_err.get_or_insert(format!("item {i}: {e}"));
+                        drop(running);
+                        return Err((format!("item {i}: {e}"), Some(meter.get())));
                     }
                 }
             }
-            if let Some(e) = first_err {
-                return Err((e, Some(total)));
-            }
+            drop(running);
+            let outs: Vec<Value> = outs.into_iter().map(Option::unwrap_or_default).collect();
             let mut o = NodeOut::plain(Some(Value::Array(outs)), node);
-            o.llm = Some(total);
+            o.llm = Some(meter.get());
             Ok(o)
         }
     }
@@ -351,39 +372,59 @@ pub(super) fn request(
 }
 
 /// Awaits one provider call (retries and per-attempt timeouts happen inside the
-/// provider, see [`crate::providers::registry::wrap`]) and adds it to `stats`.
+/// provider, see [`crate::providers::registry::wrap`]) and adds it to `meter`: the
+/// call when it starts, its wall time when it ends or is dropped, its usage when it
+/// reports one.
 async fn timed(
     fut: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
-    stats: &mut LlmStats,
+    meter: &Meter,
 ) -> Result<LlmResponse, ProviderError> {
-    let t = Instant::now();
-    let r = fut.await;
-    stats.calls += 1;
-    stats.latency_ms += t.elapsed().as_secs_f64() * 1000.0;
-    if let Some(billed) = r.as_ref().err().and_then(ProviderError::billed) {
-        // A failed reply the server answered (rejected, cut short, unusable) was
-        // billed like any other.
-        stats.input_tokens += billed.usage.input_tokens;
-        stats.output_tokens += billed.usage.output_tokens;
-        stats.cost_usd += billed.usage.cost_usd;
-        if billed.cached {
-            stats.cached += 1;
-            stats.saved_usd += billed.usage.cost_usd;
+    /// Adds the wall time of the call on drop, so a call dropped in flight counts it.
+    struct Clock<'m> {
+        meter: &'m Meter,
+        started: Instant,
+    }
+    impl Drop for Clock<'_> {
+        fn drop(&mut self) {
+            let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+            self.meter.add(|s| s.latency_ms += ms);
         }
-        stats.usage_estimated |= billed.usage_estimated;
     }
-    let resp = r?;
-    stats.input_tokens += resp.usage.input_tokens;
-    stats.output_tokens += resp.usage.output_tokens;
-    stats.cost_usd += resp.usage.cost_usd;
-    if resp.cached {
-        // The recorded cost counts (the answer costs that much), but is not spent again.
-        stats.cached += 1;
-        stats.saved_usd += resp.usage.cost_usd;
-    }
-    stats.usage_estimated |= resp.usage_estimated;
-    stats.limit_wait_ms += resp.limit_wait_ms;
-    Ok(resp)
+    meter.add(|s| s.calls += 1);
+    let clock = Clock {
+        meter,
+        started: Instant::now(),
+    };
+    let r = fut.await;
+    drop(clock);
+    meter.add(|stats| {
+        if let Some(billed) = r.as_ref().err().and_then(ProviderError::billed) {
+            // A failed reply the server answered (rejected, cut short, unusable) was
+            // billed like any other.
+            stats.input_tokens += billed.usage.input_tokens;
+            stats.output_tokens += billed.usage.output_tokens;
+            stats.cost_usd += billed.usage.cost_usd;
+            if billed.cached {
+                stats.cached += 1;
+                stats.saved_usd += billed.usage.cost_usd;
+            }
+            stats.usage_estimated |= billed.usage_estimated;
+        }
+        if let Ok(resp) = &r {
+            stats.input_tokens += resp.usage.input_tokens;
+            stats.output_tokens += resp.usage.output_tokens;
+            stats.cost_usd += resp.usage.cost_usd;
+            if resp.cached {
+                // The recorded cost counts (the answer costs that much), but is not
+                // spent again.
+                stats.cached += 1;
+                stats.saved_usd += resp.usage.cost_usd;
+            }
+            stats.usage_estimated |= resp.usage_estimated;
+            stats.limit_wait_ms += resp.limit_wait_ms;
+        }
+    });
+    r
 }
 
 /// Awaits the first call and runs the repair turns of structured output: an output
@@ -397,9 +438,9 @@ async fn complete(
     call: &LlmProg,
     first_req: &LlmRequest,
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
-    stats: &mut LlmStats,
+    meter: &Meter,
 ) -> Result<Value, String> {
-    let turns = complete_turns(provider, call, first_req, first, stats);
+    let turns = complete_turns(provider, call, first_req, first, meter);
     crate::retries::in_item(first_req.item, turns).await
 }
 
@@ -408,9 +449,9 @@ async fn complete_turns(
     call: &LlmProg,
     first_req: &LlmRequest,
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
-    stats: &mut LlmStats,
+    meter: &Meter,
 ) -> Result<Value, String> {
-    let mut turn = timed(first, stats).await;
+    let mut turn = timed(first, meter).await;
     let Some((_, check)) = &call.schema else {
         let resp = turn.map_err(|e| provider_error(call, e))?;
         return match resp.output {
@@ -478,7 +519,7 @@ async fn complete_turns(
             ),
         });
         let fut = provider.call(req);
-        turn = match timed(fut, stats).await {
+        turn = match timed(fut, meter).await {
             Err(e @ ProviderError::InvalidOutput { .. }) => Err(e),
             Err(e) => {
                 return Err(format!(

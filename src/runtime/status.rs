@@ -1,6 +1,10 @@
 //! Terminal statuses of a run and the exit codes of `ragloop run`.
 use serde::{Deserialize, Serialize};
 
+/// Exit status of a command stopped by SIGINT or SIGTERM after ending cleanly
+/// (128 + 2, what a shell reports for a process killed by SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
 /// How a run ended.
 ///
 /// Decided when the run stops:
@@ -11,7 +15,10 @@ use serde::{Deserialize, Serialize};
 ///   the history of the attempts kept in the state);
 /// - a step or visit limit stopping the run → [`Status::Limit`];
 /// - any error (provider, template or predicate, schema violation, retrieval) →
-///   [`Status::Failed`], with a message naming the node.
+///   [`Status::Failed`], with a message naming the node;
+/// - the run's cancellation token cancelled (SIGINT/SIGTERM in the CLI) before it
+///   reached END → [`Status::Interrupted`], with a message naming the node it stopped
+///   at (see [`crate::runtime::run_until`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -25,6 +32,8 @@ pub enum Status {
     Limit,
     /// Stopped by an error.
     Failed,
+    /// Stopped by its cancellation token (a signal) before reaching END.
+    Interrupted,
 }
 
 impl Status {
@@ -36,28 +45,32 @@ impl Status {
             Status::Fallback => "fallback",
             Status::Limit => "limit",
             Status::Failed => "failed",
+            Status::Interrupted => "interrupted",
         }
     }
 
     /// Exit code of `ragloop run`: 0 generated, 3 exhausted or fallback, 4 limit,
-    /// 1 failed. (2 is a usage error, decided before any run.)
+    /// 1 failed, 130 interrupted (128 + SIGINT, the shell's convention). (2 is a
+    /// usage error, decided before any run.)
     pub fn exit_code(self) -> u8 {
         match self {
             Status::Generated => 0,
             Status::Exhausted | Status::Fallback => 3,
             Status::Limit => 4,
             Status::Failed => 1,
+            Status::Interrupted => EXIT_INTERRUPTED,
         }
     }
 
-    /// Severity for combining many runs into one exit code: failed > limit >
-    /// exhausted/fallback > generated.
+    /// Severity for combining many runs into one exit code: interrupted > failed >
+    /// limit > exhausted/fallback > generated.
     pub fn severity(self) -> u8 {
         match self {
             Status::Generated => 0,
             Status::Exhausted | Status::Fallback => 1,
             Status::Limit => 2,
             Status::Failed => 3,
+            Status::Interrupted => 4,
         }
     }
 }
