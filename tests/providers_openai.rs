@@ -162,10 +162,10 @@ fn tool_call_request_shape_and_result() {
             b["tools"][0]["function"]["parameters"]["required"],
             json!(["verdict"])
         );
-        assert_eq!(
-            b["tool_choice"],
-            json!({"type": "function", "function": {"name": "Verdict"}})
-        );
+        // One function offered and "required": forced on every server that honours
+        // tool_choice, llama.cpp's included (it ignores the named form).
+        assert_eq!(b["tools"].as_array().map(Vec::len), Some(1));
+        assert_eq!(b["tool_choice"], json!("required"));
         assert!(b.get("response_format").is_none());
     });
 }
@@ -268,7 +268,8 @@ fn assert_repair_turn(bodies: &[Value], shown: &str, reason_part: &str) {
         "{m:?}"
     );
     // The tool is still forced on the repair turn.
-    assert_eq!(bodies[1]["tool_choice"]["function"]["name"], "Verdict");
+    assert_eq!(bodies[1]["tool_choice"], "required");
+    assert_eq!(bodies[1]["tools"][0]["function"]["name"], "Verdict");
 }
 
 #[test]
@@ -316,6 +317,47 @@ fn prose_instead_of_tool_call_gets_a_repair_turn() {
             &bodies(&server).await,
             "I think the answer is yes.",
             "prose instead of calling the function `Verdict`",
+        );
+    });
+}
+
+#[test]
+fn prose_after_a_forced_call_names_the_cause_and_the_fix() {
+    set_key();
+    rt().block_on(async {
+        // tool_call mode: a server that ignores tool_choice.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text("\""))]).await;
+        let p = project(&model(&server, ""), true);
+        let r = run_async(&program(&p), "q").await;
+        assert_eq!(r.status, Status::Failed);
+        let e = r.error.unwrap();
+        for part in [
+            "prose instead of calling the function `Verdict`",
+            "may not honour tool_choice",
+            "models.m.structured_output: json_schema",
+            "--override models.m.structured_output=json_schema",
+        ] {
+            assert!(e.contains(part), "{part:?} missing from: {e}");
+        }
+        // An empty reply too.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text(""))]).await;
+        let p = project(&model(&server, ""), true);
+        let e = run_async(&program(&p), "q").await.error.unwrap();
+        assert!(
+            e.contains("reply is empty") && e.contains("structured_output=json_schema"),
+            "{e}"
+        );
+        // json_schema mode: a server that ignores response_format.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text("Yes."))]).await;
+        let p = project(&model(&server, ", structured_output: json_schema"), true);
+        let e = run_async(&program(&p), "q").await.error.unwrap();
+        assert!(
+            e.contains("may not honour response_format")
+                && e.contains("--override models.m.structured_output=tool_call"),
+            "{e}"
         );
     });
 }

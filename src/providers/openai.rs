@@ -15,8 +15,10 @@
 //!
 //! **Structured output** (`structured_output`, default `tool_call`):
 //! - `tool_call`: `tools: [{type: function, function: {name, description,
-//!   parameters: schema}}]` and `tool_choice: {type: function, function: {name}}`;
-//!   the name is the schema's `title` (else `respond`);
+//!   parameters: schema}}]` and `tool_choice: "required"` (one function is offered,
+//!   so this forces that function, as the named form would; llama.cpp's server
+//!   enforces `"required"` but ignores the named form); the name is the schema's
+//!   `title` (else `respond`);
 //! - `json_schema`: `response_format: {type: json_schema, json_schema: {name,
 //!   schema, strict: true}}`, the schema adapted to strict mode (every property
 //!   required, optional ones nullable, `additionalProperties: false`; the nulls are
@@ -37,7 +39,7 @@
 //! | timeout, connection reset, 408/429/5xx, empty 200 body, JSON cut short, a 200 with an overloaded/server error object | transient: retried `retries` times |
 //! | other 4xx (the server's message shown), HTML page, non-JSON body, a 200 with another error object, no `choices`, a refusal, a content filter stop | permanent |
 //! | `finish_reason: length` on structured output, or with no text | permanent (raise `max_tokens`) |
-//! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn |
+//! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn (prose or an empty reply names the likely cause, a server that does not honour the forcing, and the `structured_output` setting that fixes it) |
 use super::net;
 use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::http::{self, HttpError, HttpResponse};
@@ -127,10 +129,10 @@ impl OpenAiProvider {
                             "parameters": net::wire_schema(schema),
                         }}]),
                     );
-                    body.insert(
-                        "tool_choice".into(),
-                        json!({"type": "function", "function": {"name": name}}),
-                    );
+                    // One function is offered, so `"required"` means "call this one",
+                    // like the named form; llama.cpp's server ignores the named form
+                    // (treats it as `auto`) but enforces `"required"` with a grammar.
+                    body.insert("tool_choice".into(), json!("required"));
                 }
                 StructuredMode::JsonSchema => {
                     let (schema, strict) = match net::strict_schema(schema) {
@@ -315,7 +317,10 @@ impl OpenAiProvider {
             if t.trim().is_empty() {
                 return Err(ProviderError::InvalidOutput {
                     reply: String::new(),
-                    reason: format!("the reply is empty: no `{name}` call and no text"),
+                    reason: format!(
+                        "the reply is empty: no `{name}` call and no text{}",
+                        self.unforced_hint()
+                    ),
                     billed: Billed::default(),
                 });
             }
@@ -324,11 +329,13 @@ impl OpenAiProvider {
                 _ => {
                     let reason = match self.mode {
                         StructuredMode::ToolCall => format!(
-                            "the model answered in prose instead of calling the function `{name}`"
+                            "the model answered in prose instead of calling the function `{name}`{}",
+                            self.unforced_hint()
                         ),
-                        StructuredMode::JsonSchema => {
-                            "the reply is not a JSON object as the response format requires".into()
-                        }
+                        StructuredMode::JsonSchema => format!(
+                            "the reply is not a JSON object as the response format requires{}",
+                            self.unforced_hint()
+                        ),
                     };
                     return Err(ProviderError::InvalidOutput {
                         reply: t,
@@ -343,6 +350,23 @@ impl OpenAiProvider {
         }
         let raw = out.to_string();
         Ok((out, raw))
+    }
+}
+
+impl OpenAiProvider {
+    /// Why a forced reply can come back unforced, and the setting that fixes it: the
+    /// request forced the shape, so a reply in another shape means the server did not
+    /// enforce it (see docs/providers.md, "What is sent, per server").
+    fn unforced_hint(&self) -> String {
+        let m = &self.conn.name;
+        match self.mode {
+            StructuredMode::ToolCall => format!(
+                ", although the request forced the call (tool_choice \"required\"); the server may not honour tool_choice (Ollama ignores it): set models.{m}.structured_output: json_schema in the spec, or pass --override models.{m}.structured_output=json_schema"
+            ),
+            StructuredMode::JsonSchema => format!(
+                ", although the request forced it (response_format json_schema); the server may not honour response_format: set models.{m}.structured_output: tool_call in the spec, or pass --override models.{m}.structured_output=tool_call"
+            ),
+        }
     }
 }
 
