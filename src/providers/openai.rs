@@ -13,12 +13,14 @@
 //! `temperature`, `max_tokens` when set, then the model's `params` merged at the top
 //! level (a `null` param removes a field, e.g. `temperature: null`).
 //!
-//! **Structured output** (`structured_output`, default `tool_call`):
+//! **Structured output** (`structured_output`, default `json_schema`, see
+//! [`DEFAULT_MODE`]):
 //! - `tool_call`: `tools: [{type: function, function: {name, description,
 //!   parameters: schema}}]` and `tool_choice: "required"` (one function is offered,
 //!   so this forces that function, as the named form would; llama.cpp's server
-//!   enforces `"required"` but ignores the named form); the name is the schema's
-//!   `title` (else `respond`);
+//!   ignores the named form, and enforces `"required"` only as "a call must
+//!   come": text may precede it); the name is the schema's `title` (else
+//!   `respond`);
 //! - `json_schema`: `response_format: {type: json_schema, json_schema: {name,
 //!   schema, strict: true}}`, the schema adapted to strict mode (every property
 //!   required, optional ones nullable, `additionalProperties: false`; the nulls are
@@ -49,6 +51,12 @@ use serde_json::{json, Map, Value};
 
 /// Default `base_url` of the `openai` provider.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The structured-output mode of a model that sets no `structured_output`:
+/// `response_format` json_schema, the mechanism the servers we name enforce most
+/// widely (a grammar or constrained decoding on OpenAI, vLLM, llama.cpp, Ollama and
+/// LM Studio; see docs/providers.md, "What is sent, per server").
+pub const DEFAULT_MODE: StructuredMode = StructuredMode::JsonSchema;
 
 /// An OpenAI-compatible Chat Completions client for one model of a spec.
 #[derive(Debug)]
@@ -91,7 +99,7 @@ impl OpenAiProvider {
                 "the server's model name, e.g. gpt-4o-mini",
                 endpoint,
             )?,
-            mode: spec.structured_output.unwrap_or(StructuredMode::ToolCall),
+            mode: spec.structured_output.unwrap_or(DEFAULT_MODE),
         })
     }
 
@@ -130,8 +138,8 @@ impl OpenAiProvider {
                         }}]),
                     );
                     // One function is offered, so `"required"` means "call this one",
-                    // like the named form; llama.cpp's server ignores the named form
-                    // (treats it as `auto`) but enforces `"required"` with a grammar.
+                    // like the named form, which llama.cpp's server ignores (treats
+                    // as `auto`) while its grammar enforces `"required"`.
                     body.insert("tool_choice".into(), json!("required"));
                 }
                 StructuredMode::JsonSchema => {
@@ -370,6 +378,31 @@ impl OpenAiProvider {
     }
 }
 
+impl OpenAiProvider {
+    /// A server that refuses the structured-output mode itself (a 4xx naming
+    /// `response_format`/`json_schema`, or `tool_choice`/`tools`) gets the setting
+    /// that switches to the other mode appended to its message.
+    fn refused_mode_hint(&self, req: &LlmRequest, e: ProviderError) -> ProviderError {
+        let ProviderError::Permanent(msg) = e else {
+            return e;
+        };
+        let lower = msg.to_ascii_lowercase();
+        let m = &self.conn.name;
+        let names = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        let hint = match self.mode {
+            _ if req.schema.is_none() || !lower.contains("http 4") => None,
+            StructuredMode::JsonSchema if names(&["response_format", "json_schema"]) => Some(format!(
+                "; the server or model may not support response_format json_schema: set models.{m}.structured_output: tool_call in the spec, or pass --override models.{m}.structured_output=tool_call"
+            )),
+            StructuredMode::ToolCall if names(&["tool_choice", "tools"]) => Some(format!(
+                "; the server or model may not support a forced tool call: set models.{m}.structured_output: json_schema in the spec, or pass --override models.{m}.structured_output=json_schema"
+            )),
+            _ => None,
+        };
+        ProviderError::Permanent(msg + hint.as_deref().unwrap_or(""))
+    }
+}
+
 fn args_text(v: &Value) -> String {
     net::clip(
         &v.as_str().map_or_else(|| v.to_string(), str::to_string),
@@ -441,7 +474,7 @@ impl Provider for OpenAiProvider {
             };
             http::send_checked(build, &self.conn.policy, |r| self.parse(req, &r))
                 .await
-                .map_err(|e| http_error(&self.what(), e))?
+                .map_err(|e| self.refused_mode_hint(req, http_error(&self.what(), e)))?
         })
     }
 }
