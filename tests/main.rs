@@ -15,6 +15,7 @@ mod docs;
 mod eval;
 mod graph_props;
 mod invalid_specs;
+mod llamacpp;
 mod offline_provider;
 mod providers_anthropic;
 mod providers_cli;
