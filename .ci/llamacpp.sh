@@ -9,6 +9,7 @@
 # 1. Builds llama-server once, with ../shared/compat/llamacpp/recipe.sh (relative to the
 #    repo root: CI clones the repo with shared/ beside it), into
 #    ${RAGLOOP_CI_CACHE:-$HOME/.cache/ragloop-ci}/llamacpp-<llama-cpp-python version>.
+#    ($RAGLOOP_LLAMACPP_RECIPE names another copy, e.g. from a git worktree.)
 #    A build that finished has a `.complete` marker; a directory without one (a killed
 #    build) is removed and built again. The version comes from the package registry
 #    (`pip index versions`); without the registry the newest complete cached build is
@@ -48,7 +49,7 @@ ragloop_llamacpp_build() {
   local repo cache recipe version dir partial port src actual
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   cache=${RAGLOOP_CI_CACHE:-$HOME/.cache/ragloop-ci}
-  recipe="$repo/../shared/compat/llamacpp/recipe.sh"
+  recipe=${RAGLOOP_LLAMACPP_RECIPE:-$repo/../shared/compat/llamacpp/recipe.sh}
   mkdir -p "$cache" || return 2
   version=$(ragloop_llamacpp_registry_version)
   if [ -z "$version" ]; then

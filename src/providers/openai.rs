@@ -139,7 +139,8 @@ impl OpenAiProvider {
                     );
                     // One function is offered, so `"required"` means "call this one",
                     // like the named form, which llama.cpp's server ignores (treats
-                    // as `auto`) while its grammar enforces `"required"`.
+                    // as `auto`) while its grammar enforces `"required"` (as "a call
+                    // must come").
                     body.insert("tool_choice".into(), json!("required"));
                 }
                 StructuredMode::JsonSchema => {
@@ -376,9 +377,7 @@ impl OpenAiProvider {
             ),
         }
     }
-}
 
-impl OpenAiProvider {
     /// A server that refuses the structured-output mode itself (a 4xx naming
     /// `response_format`/`json_schema`, or `tool_choice`/`tools`) gets the setting
     /// that switches to the other mode appended to its message.
