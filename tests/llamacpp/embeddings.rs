@@ -79,9 +79,9 @@ fn dense_retrieval_against_the_embeddings_server() {
         // inputs across slots, and a decoder model's vector of a longer text then
         // depends on its neighbours; .ci/llamacpp.sh starts it with -np 1.)
         for i in 0..dense.len() {
-            let d = dense.doc(i).unwrap().clone();
+            let d = dense.doc(i).unwrap();
             let q = embedder
-                .embed(&[d.content.clone()])
+                .embed(std::slice::from_ref(&d.content))
                 .await
                 .unwrap()
                 .remove(0);
