@@ -64,7 +64,7 @@ fn override_chooses_the_structured_output_mode() {
     let server = json_text_server(&rt);
     let p = project(
         &format!(
-            "provider: openai, model: test, base_url: '{}/v1'",
+            "provider: openai, model: test, structured_output: tool_call, base_url: '{}/v1'",
             server.uri()
         ),
         true,

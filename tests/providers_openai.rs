@@ -16,6 +16,9 @@ fn model(server: &MockServer, extra: &str) -> String {
     )
 }
 
+/// The `tool_call` mode (the default is `json_schema`).
+const TOOL_CALL: &str = ", structured_output: tool_call";
+
 fn set_key() {
     std::env::set_var("RAGLOOP_TEST_OPENAI_KEY", "sk-test-openai-123456");
 }
@@ -134,7 +137,7 @@ fn tool_call_request_shape_and_result() {
         let p = project(
             &model(
                 &server,
-                ", price: {input_per_mtok: 1.0, output_per_mtok: 2.0}",
+                ", price: {input_per_mtok: 1.0, output_per_mtok: 2.0}, structured_output: tool_call",
             ),
             true,
         );
@@ -162,10 +165,10 @@ fn tool_call_request_shape_and_result() {
             b["tools"][0]["function"]["parameters"]["required"],
             json!(["verdict"])
         );
-        assert_eq!(
-            b["tool_choice"],
-            json!({"type": "function", "function": {"name": "Verdict"}})
-        );
+        // One function offered and "required": forced on every server that honours
+        // tool_choice, llama.cpp's included (it ignores the named form).
+        assert_eq!(b["tools"].as_array().map(Vec::len), Some(1));
+        assert_eq!(b["tool_choice"], json!("required"));
         assert!(b.get("response_format").is_none());
     });
 }
@@ -194,6 +197,69 @@ fn json_schema_mode_is_strict_and_optional_nulls_are_dropped() {
         assert_eq!(s["additionalProperties"], json!(false));
         assert_eq!(s["required"], json!(["verdict", "score"]));
         assert_eq!(s["properties"]["score"]["type"], json!(["number", "null"]));
+    });
+}
+
+#[test]
+fn the_default_mode_is_json_schema() {
+    set_key();
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text(r#"{"verdict": "yes"}"#))]).await;
+        let p = project(&model(&server, ""), true);
+        let r = run_async(&program(&p), "q").await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.state["answer"], json!({"verdict": "yes"}));
+        let b = &bodies(&server).await[0];
+        assert!(
+            b.get("tools").is_none() && b.get("tool_choice").is_none(),
+            "{b}"
+        );
+        assert_eq!(b["response_format"]["type"], "json_schema");
+        assert_eq!(b["response_format"]["json_schema"]["strict"], json!(true));
+    });
+}
+
+#[test]
+fn a_server_refusing_the_mode_is_told_the_other_one() {
+    set_key();
+    rt().block_on(async {
+        for (extra, refusal, fix) in [
+            (
+                "",
+                "response_format json_schema is not supported by this model",
+                "--override models.m.structured_output=tool_call",
+            ),
+            (
+                TOOL_CALL,
+                "`tool_choice` must either be a named tool, \"auto\", or \"none\"",
+                "--override models.m.structured_output=json_schema",
+            ),
+        ] {
+            let server = MockServer::start().await;
+            mount(
+                &server,
+                vec![ResponseTemplate::new(400).set_body_json(
+                    json!({"error": {"message": refusal, "type": "invalid_request_error"}}),
+                )],
+            )
+            .await;
+            let p = project(&model(&server, extra), true);
+            let e = run_async(&program(&p), "q").await.error.unwrap();
+            assert!(e.contains("HTTP 400") && e.contains(refusal), "{e}");
+            assert!(e.contains(fix), "{e}");
+            // Another 400 (or a text node) gets no hint.
+            let server = MockServer::start().await;
+            mount(
+                &server,
+                vec![ResponseTemplate::new(400)
+                    .set_body_json(json!({"error": {"message": "model not found"}}))],
+            )
+            .await;
+            let p = project(&model(&server, extra), true);
+            let e = run_async(&program(&p), "q").await.error.unwrap();
+            assert!(!e.contains("--override"), "{e}");
+        }
     });
 }
 
@@ -268,7 +334,8 @@ fn assert_repair_turn(bodies: &[Value], shown: &str, reason_part: &str) {
         "{m:?}"
     );
     // The tool is still forced on the repair turn.
-    assert_eq!(bodies[1]["tool_choice"]["function"]["name"], "Verdict");
+    assert_eq!(bodies[1]["tool_choice"], "required");
+    assert_eq!(bodies[1]["tools"][0]["function"]["name"], "Verdict");
 }
 
 #[test]
@@ -287,7 +354,7 @@ fn schema_violation_gets_a_repair_turn() {
             ],
         )
         .await;
-        let p = project(&model(&server, ""), true);
+        let p = project(&model(&server, TOOL_CALL), true);
         let r = run_async(&program(&p), "q").await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_eq!(r.state["answer"], json!({"verdict": "yes"}));
@@ -309,7 +376,7 @@ fn prose_instead_of_tool_call_gets_a_repair_turn() {
             ],
         )
         .await;
-        let p = project(&model(&server, ""), true);
+        let p = project(&model(&server, TOOL_CALL), true);
         let r = run_async(&program(&p), "q").await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_repair_turn(
@@ -321,12 +388,53 @@ fn prose_instead_of_tool_call_gets_a_repair_turn() {
 }
 
 #[test]
+fn prose_after_a_forced_call_names_the_cause_and_the_fix() {
+    set_key();
+    rt().block_on(async {
+        // tool_call mode: a server that ignores tool_choice.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text("\""))]).await;
+        let p = project(&model(&server, TOOL_CALL), true);
+        let r = run_async(&program(&p), "q").await;
+        assert_eq!(r.status, Status::Failed);
+        let e = r.error.unwrap();
+        for part in [
+            "prose instead of calling the function `Verdict`",
+            "may not honour tool_choice",
+            "models.m.structured_output: json_schema",
+            "--override models.m.structured_output=json_schema",
+        ] {
+            assert!(e.contains(part), "{part:?} missing from: {e}");
+        }
+        // An empty reply too.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text(""))]).await;
+        let p = project(&model(&server, TOOL_CALL), true);
+        let e = run_async(&program(&p), "q").await.error.unwrap();
+        assert!(
+            e.contains("reply is empty") && e.contains("structured_output=json_schema"),
+            "{e}"
+        );
+        // json_schema mode: a server that ignores response_format.
+        let server = MockServer::start().await;
+        mount(&server, vec![ok(openai_text("Yes."))]).await;
+        let p = project(&model(&server, ", structured_output: json_schema"), true);
+        let e = run_async(&program(&p), "q").await.error.unwrap();
+        assert!(
+            e.contains("may not honour response_format")
+                && e.contains("--override models.m.structured_output=tool_call"),
+            "{e}"
+        );
+    });
+}
+
+#[test]
 fn prose_twice_fails_clearly_never_null() {
     set_key();
     rt().block_on(async {
         let server = MockServer::start().await;
         mount(&server, vec![ok(openai_text("Yes."))]).await;
-        let p = project(&model(&server, ""), true);
+        let p = project(&model(&server, TOOL_CALL), true);
         let r = run_async(&program(&p), "q").await;
         assert_eq!(r.status, Status::Failed);
         let e = r.error.unwrap();
@@ -487,7 +595,7 @@ fn arguments_not_json_get_a_repair_turn() {
             ],
         )
         .await;
-        let p = project(&model(&server, ""), true);
+        let p = project(&model(&server, TOOL_CALL), true);
         let r = run_async(&program(&p), "q").await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_repair_turn(&bodies(&server).await, "{verdict: yes", "not JSON");

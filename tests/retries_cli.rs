@@ -113,7 +113,9 @@ struct FailDocument {
 impl Respond for FailDocument {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        let grading = body.pointer("/tools/0/function/name") == Some(&json!("GradingResult"));
+        // The function name (tool_call mode) or the schema name (json_schema mode).
+        let grading = body.pointer("/tools/0/function/name") == Some(&json!("GradingResult"))
+            || body.pointer("/response_format/json_schema/name") == Some(&json!("GradingResult"));
         if grading
             && body.to_string().contains(self.needle)
             && self

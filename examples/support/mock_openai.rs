@@ -27,14 +27,24 @@ pub fn start(delay: Duration) -> String {
 }
 
 fn answer(body: &Value) -> Value {
-    let tool = body
-        .pointer("/tools/0/function/name")
-        .and_then(Value::as_str);
+    // The asked shape: a call of the offered function (`tool_call` mode), or the JSON
+    // object as text (`response_format` json_schema, the default mode).
+    let (tool, as_text) = match body.pointer("/tools/0/function/name") {
+        Some(n) => (n.as_str(), false),
+        None => (
+            body.pointer("/response_format/json_schema/name")
+                .and_then(Value::as_str),
+            true,
+        ),
+    };
     let msg = |message: Value| {
         json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                "usage": {"prompt_tokens": 100, "completion_tokens": 20}})
     };
     let call = |name: &str, args: Value| {
+        if as_text {
+            return msg(json!({"role": "assistant", "content": args.to_string()}));
+        }
         msg(
             json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
             "function": {"name": name, "arguments": args.to_string()}}]}),

@@ -13,10 +13,14 @@
 //! `temperature`, `max_tokens` when set, then the model's `params` merged at the top
 //! level (a `null` param removes a field, e.g. `temperature: null`).
 //!
-//! **Structured output** (`structured_output`, default `tool_call`):
+//! **Structured output** (`structured_output`, default `json_schema`, see
+//! [`DEFAULT_MODE`]):
 //! - `tool_call`: `tools: [{type: function, function: {name, description,
-//!   parameters: schema}}]` and `tool_choice: {type: function, function: {name}}`;
-//!   the name is the schema's `title` (else `respond`);
+//!   parameters: schema}}]` and `tool_choice: "required"` (one function is offered,
+//!   so this forces that function, as the named form would; llama.cpp's server
+//!   ignores the named form, and enforces `"required"` only as "a call must
+//!   come": text may precede it); the name is the schema's `title` (else
+//!   `respond`);
 //! - `json_schema`: `response_format: {type: json_schema, json_schema: {name,
 //!   schema, strict: true}}`, the schema adapted to strict mode (every property
 //!   required, optional ones nullable, `additionalProperties: false`; the nulls are
@@ -37,7 +41,7 @@
 //! | timeout, connection reset, 408/429/5xx, empty 200 body, JSON cut short, a 200 with an overloaded/server error object | transient: retried `retries` times |
 //! | other 4xx (the server's message shown), HTML page, non-JSON body, a 200 with another error object, no `choices`, a refusal, a content filter stop | permanent |
 //! | `finish_reason: length` on structured output (whatever the tool call holds), or with no text | truncated ([`ProviderError::Truncated`]), checked first: no repair turn, no retry (raise `max_tokens`) |
-//! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn |
+//! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn (prose or an empty reply names the likely cause, a server that does not honour the forcing, and the `structured_output` setting that fixes it) |
 //!
 //! A failure of a reply that reports its token usage is billed: a truncated or
 //! rejected reply carries its usage (the server's, else estimated), and a permanent
@@ -52,6 +56,12 @@ use serde_json::{json, Map, Value};
 
 /// Default `base_url` of the `openai` provider.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The structured-output mode of a model that sets no `structured_output`:
+/// `response_format` json_schema, the mechanism the servers we name enforce most
+/// widely (a grammar or constrained decoding on OpenAI, vLLM, llama.cpp, Ollama and
+/// LM Studio; see docs/providers.md, "What is sent, per server").
+pub const DEFAULT_MODE: StructuredMode = StructuredMode::JsonSchema;
 
 /// An OpenAI-compatible Chat Completions client for one model of a spec.
 #[derive(Debug)]
@@ -94,7 +104,7 @@ impl OpenAiProvider {
                 "the server's model name, e.g. gpt-4o-mini",
                 endpoint,
             )?,
-            mode: spec.structured_output.unwrap_or(StructuredMode::ToolCall),
+            mode: spec.structured_output.unwrap_or(DEFAULT_MODE),
         })
     }
 
@@ -134,10 +144,11 @@ impl OpenAiProvider {
                             "parameters": net::wire_schema(schema),
                         }}]),
                     );
-                    body.insert(
-                        "tool_choice".into(),
-                        json!({"type": "function", "function": {"name": name}}),
-                    );
+                    // One function is offered, so `"required"` means "call this one",
+                    // like the named form, which llama.cpp's server ignores (treats
+                    // as `auto`) while its grammar enforces `"required"` (as "a call
+                    // must come").
+                    body.insert("tool_choice".into(), json!("required"));
                 }
                 StructuredMode::JsonSchema => {
                     let (schema, strict) = match net::strict_schema(schema) {
@@ -333,7 +344,10 @@ impl OpenAiProvider {
             if t.trim().is_empty() {
                 return Err(ProviderError::InvalidOutput {
                     reply: String::new(),
-                    reason: format!("the reply is empty: no `{name}` call and no text"),
+                    reason: format!(
+                        "the reply is empty: no `{name}` call and no text{}",
+                        self.unforced_hint()
+                    ),
                     billed: Billed::default(),
                 });
             }
@@ -342,11 +356,13 @@ impl OpenAiProvider {
                 _ => {
                     let reason = match self.mode {
                         StructuredMode::ToolCall => format!(
-                            "the model answered in prose instead of calling the function `{name}`"
+                            "the model answered in prose instead of calling the function `{name}`{}",
+                            self.unforced_hint()
                         ),
-                        StructuredMode::JsonSchema => {
-                            "the reply is not a JSON object as the response format requires".into()
-                        }
+                        StructuredMode::JsonSchema => format!(
+                            "the reply is not a JSON object as the response format requires{}",
+                            self.unforced_hint()
+                        ),
                     };
                     return Err(ProviderError::InvalidOutput {
                         reply: t,
@@ -361,6 +377,46 @@ impl OpenAiProvider {
         }
         let raw = out.to_string();
         Ok((out, raw))
+    }
+}
+
+impl OpenAiProvider {
+    /// Why a forced reply can come back unforced, and the setting that fixes it: the
+    /// request forced the shape, so a reply in another shape means the server did not
+    /// enforce it (see docs/providers.md, "What is sent, per server").
+    fn unforced_hint(&self) -> String {
+        let m = &self.conn.name;
+        match self.mode {
+            StructuredMode::ToolCall => format!(
+                ", although the request forced the call (tool_choice \"required\"); the server may not honour tool_choice (Ollama ignores it): set models.{m}.structured_output: json_schema in the spec, or pass --override models.{m}.structured_output=json_schema"
+            ),
+            StructuredMode::JsonSchema => format!(
+                ", although the request forced it (response_format json_schema); the server may not honour response_format: set models.{m}.structured_output: tool_call in the spec, or pass --override models.{m}.structured_output=tool_call"
+            ),
+        }
+    }
+
+    /// A server that refuses the structured-output mode itself (a 4xx naming
+    /// `response_format`/`json_schema`, or `tool_choice`/`tools`) gets the setting
+    /// that switches to the other mode appended to its message.
+    fn refused_mode_hint(&self, req: &LlmRequest, e: ProviderError) -> ProviderError {
+        let ProviderError::Permanent(msg) = e else {
+            return e;
+        };
+        let lower = msg.to_ascii_lowercase();
+        let m = &self.conn.name;
+        let names = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        let hint = match self.mode {
+            _ if req.schema.is_none() || !lower.contains("http 4") => None,
+            StructuredMode::JsonSchema if names(&["response_format", "json_schema"]) => Some(format!(
+                "; the server or model may not support response_format json_schema: set models.{m}.structured_output: tool_call in the spec, or pass --override models.{m}.structured_output=tool_call"
+            )),
+            StructuredMode::ToolCall if names(&["tool_choice", "tools"]) => Some(format!(
+                "; the server or model may not support a forced tool call: set models.{m}.structured_output: json_schema in the spec, or pass --override models.{m}.structured_output=json_schema"
+            )),
+            _ => None,
+        };
+        ProviderError::Permanent(msg + hint.as_deref().unwrap_or(""))
     }
 }
 
@@ -444,7 +500,7 @@ impl Provider for OpenAiProvider {
                 })
             })
             .await
-            .map_err(|e| http_error(&self.what(), e))?
+            .map_err(|e| self.refused_mode_hint(req, http_error(&self.what(), e)))?
         })
     }
 }

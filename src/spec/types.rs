@@ -161,7 +161,8 @@ pub struct ModelSpec {
     /// Price per million tokens, for cost reporting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
-    /// How structured output is enforced (`tool_call` or `json_schema`).
+    /// How structured output is enforced (`json_schema` or `tool_call`; `openai`
+    /// default `json_schema`; `anthropic` always uses a forced tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<StructuredMode>,
     /// Provider-specific parameters (for `offline`: `relevance_threshold`, ...;
@@ -204,9 +205,10 @@ impl Provider {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StructuredMode {
-    /// A forced tool/function call whose parameters are the output schema.
+    /// A forced tool/function call whose parameters are the output schema
+    /// (`tool_choice: "required"`, one function offered).
     ToolCall,
-    /// `response_format: json_schema` (strict).
+    /// `response_format: json_schema` (strict); the `openai` default.
     JsonSchema,
 }
 
