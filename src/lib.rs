@@ -55,5 +55,6 @@ pub mod retrieval;
 pub mod runtime;
 pub mod spec;
 pub mod tasks;
+pub mod text;
 pub mod validate;
 pub mod websearch;

@@ -875,3 +875,69 @@ fn html_tables_follow_the_variant_order_and_list_every_kind_column() {
         assert!(strict < base, "{id}");
     }
 }
+
+#[test]
+fn settings_are_recorded_and_resume_refuses_different_ones() {
+    let env = Env::new(tiny_fixture(), &tiny());
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--concurrency", "1"])
+        .args(["--override", "retrievers.docs.top_k=1", "--retries", "1"])
+        .args(["--timeout", "7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.path("out/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["overrides"], json!(["retrievers.docs.top_k=1"]));
+    assert_eq!(settings["retries"], json!(1));
+    assert_eq!(settings["timeout_secs"], json!(7.0));
+    assert_eq!(env.summary()["settings"], settings);
+    let md = std::fs::read_to_string(env.path("out/report.md")).unwrap();
+    assert!(md.contains("--override retrievers.docs.top_k=1"), "{md}");
+    let html = std::fs::read_to_string(env.path("out/report.html")).unwrap();
+    assert!(html.contains("--override retrievers.docs.top_k=1"));
+    let before = std::fs::read_to_string(env.path("out/results.jsonl")).unwrap();
+    // Different override: refused, naming old and new, nothing touched.
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .args(["--override", "retrievers.docs.top_k=8", "--retries", "1"])
+        .args(["--timeout", "7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--override") && err.contains("top_k=1") && err.contains("top_k=8"),
+        "{err}"
+    );
+    assert!(!err.contains("--retries"), "{err}");
+    assert_eq!(
+        before,
+        std::fs::read_to_string(env.path("out/results.jsonl")).unwrap()
+    );
+    // A dropped --timeout differs too.
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .args(["--override", "retrievers.docs.top_k=1", "--retries", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--timeout: 7.0 (before) vs null (now)"),
+        "{}",
+        stderr(&o)
+    );
+    // The same settings resume.
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--resume"])
+        .args(["--override", "retrievers.docs.top_k=1", "--retries", "1"])
+        .args(["--timeout", "7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

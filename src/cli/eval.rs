@@ -97,6 +97,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ragloop::eval::files::REPORT_MD,
             ragloop::eval::files::REPORT_HTML,
             ragloop::eval::files::LOCK,
+            ragloop::eval::files::SETTINGS,
         ]
         .iter()
         .map(|f| out.join(f))

@@ -6,6 +6,7 @@
 //! - [`runner`]: variants resolved, opened and run concurrently on tokio;
 //! - [`store`]: results.jsonl rows, append + flush, resume after a kill;
 //! - [`lock`]: one eval at a time per output directory (`eval.lock`);
+//! - [`settings`]: the CLI settings of the rows (`settings.json`), checked by `--resume`;
 //! - [`metrics`]: per-question metrics and their definitions;
 //! - [`stats`]: percentiles, bootstrap CIs, McNemar's test;
 //! - [`summary`]: aggregates and comparisons (summary.json);
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod report_html;
 pub mod report_md;
 pub mod runner;
+pub mod settings;
 pub mod stats;
 pub mod store;
 pub mod summary;
@@ -78,6 +80,19 @@ pub struct EvalConfig {
     /// argument is checked, so a usage error leaves an existing cassette untouched;
     /// ignored when `calls.record` is already set.
     pub record_to: Option<PathBuf>,
+}
+
+impl EvalConfig {
+    /// The settings recorded in settings.json and summary.json ([`settings`]).
+    pub fn settings(&self) -> settings::Settings {
+        settings::Settings {
+            overrides: self.overrides.clone(),
+            models: self.models.clone(),
+            timeout_secs: self.timeout_secs,
+            retries: self.retries,
+            corpus: self.corpus.as_ref().map(|c| c.display().to_string()),
+        }
+    }
 }
 
 /// Why an eval did not produce reports.
@@ -162,6 +177,8 @@ pub mod files {
     pub const REPORT_HTML: &str = "report.html";
     /// The lock file of the eval writing the directory ([`super::lock`]).
     pub const LOCK: &str = super::lock::LOCK_FILE;
+    /// The CLI settings of the rows ([`super::settings`]).
+    pub const SETTINGS: &str = super::settings::SETTINGS_FILE;
 }
 
 /// Writes summary.json, report.md and report.html into `dir` (each written to a
@@ -240,6 +257,27 @@ fn lock_out(dir: &Path) -> Result<Option<lock::DirLock>, EvalError> {
         crate::errln!("ragloop eval: note: {why}");
     }
     Ok(got.lock)
+}
+
+/// With `--resume`, refuses settings that differ from the ones in the directory's
+/// settings.json (a usage error naming each difference, old vs new).
+fn check_settings(cfg: &EvalConfig, now: &settings::Settings) -> Result<(), EvalError> {
+    if !cfg.resume || !cfg.out.is_dir() {
+        return Ok(());
+    }
+    let Some(old) = settings::read(&cfg.out).map_err(EvalError::Usage)? else {
+        return Ok(());
+    };
+    let diff = old.differences(now);
+    if diff.is_empty() {
+        return Ok(());
+    }
+    Err(EvalError::Usage(format!(
+        "--resume with different settings than the rows in {} were run under ({}):\n  {}\nrerun with the same settings, or choose another --out",
+        cfg.out.display(),
+        cfg.out.join(files::SETTINGS).display(),
+        diff.join("\n  ")
+    )))
 }
 
 /// Runs a whole eval that is never interrupted: [`run_eval_until`] with a token
@@ -334,6 +372,9 @@ pub async fn run_eval_until(
         Ok(())
     };
     holds_results()?;
+    let settings = cfg.settings();
+    let same_settings = || -> Result<(), EvalError> { check_settings(cfg, &settings) };
+    same_settings()?;
     let mut popts = runner::PrepareOptions {
         models: cfg.models.clone(),
         overrides: cfg.overrides.clone(),
@@ -364,9 +405,21 @@ pub async fn run_eval_until(
             let l = lock_out(&cfg.out)?;
             // Another eval may have made and filled the directory meanwhile.
             holds_results()?;
+            same_settings()?;
             l
         }
     };
+    if cfg.resume
+        && store::non_empty(&results_path)
+        && settings::read(&cfg.out).ok().flatten().is_none()
+    {
+        warnings.push(format!(
+            "{}: no {} (written by an older ragloop): the earlier rows' settings cannot be checked",
+            cfg.out.display(),
+            files::SETTINGS
+        ));
+    }
+    settings::write(&cfg.out, &settings).map_err(EvalError::Failed)?;
     let existing = if cfg.resume {
         store::read_for_resume(&results_path).map_err(EvalError::Failed)?
     } else {
@@ -503,6 +556,7 @@ pub async fn run_eval_until(
         &variants,
         &rows,
     );
+    summary.settings = settings;
     summary.gates = gates::check(&gate_list, &summary);
     let interrupted = cancel.is_cancelled() && (cancelled > 0 || not_started > 0);
     if interrupted {

@@ -66,6 +66,11 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             )
         }
     );
+    let _ = write!(
+        o,
+        "<p>Settings: <code>{}</code>.</p>",
+        esc(&s.settings.describe())
+    );
     if let Some(i) = &s.interrupted {
         let _ = write!(
             o,

@@ -140,6 +140,23 @@ fn heads(first: &str, cols: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// `text` as a Markdown code span, fenced with more backticks than it holds in a
+/// row (and padded when it starts or ends with one); control characters escaped.
+fn md_code(text: &str) -> String {
+    let text = crate::text::escape_line(text);
+    let (mut run, mut longest) = (0usize, 0usize);
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    if longest > 0 {
+        format!("{fence} {text} {fence}")
+    } else {
+        format!("{fence}{text}{fence}")
+    }
+}
+
 /// Renders report.md.
 pub fn render(s: &Summary, rows: &[Row]) -> String {
     let mut out = String::new();
@@ -156,6 +173,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         },
         s.variants.join(", ")
     );
+    let _ = writeln!(out, "Settings: {}.\n", md_code(&s.settings.describe()));
     if let Some(i) = &s.interrupted {
         let _ = writeln!(
             out,

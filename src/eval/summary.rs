@@ -369,6 +369,8 @@ pub struct Summary {
     pub comparisons: Vec<Comparison>,
     /// Gate outcomes (empty without gates).
     pub gates: Vec<GateOutcome>,
+    /// The CLI settings the rows were run under (also in settings.json).
+    pub settings: super::settings::Settings,
     /// Whether some selected (variant, question) pair has no row: the figures cover
     /// part of the dataset only (an interrupted eval; `--resume` completes it).
     pub partial: bool,
@@ -492,6 +494,7 @@ pub fn summarize(
         results,
         comparisons,
         gates: Vec::new(),
+        settings: super::settings::Settings::default(),
     }
 }
 

@@ -1,0 +1,153 @@
+//! settings.json: the CLI settings an eval's rows were run under, so a report says
+//! what produced it and `--resume` never mixes rows of different settings.
+//!
+//! Shape (one JSON object, written at the start of every eval, before any run):
+//!
+//! | key | type | meaning |
+//! | --- | --- | --- |
+//! | `overrides` | [string] | `--override PATH=VALUE`, in command-line order |
+//! | `models` | [string] | `--model` values, in order |
+//! | `timeout_secs` | number or null | `--timeout` |
+//! | `retries` | integer or null | `--retries` |
+//! | `corpus` | string or null | `--corpus`, as given |
+//!
+//! `--resume` reads it back and refuses (a usage error) when any field differs,
+//! naming each field with its old and new value. A directory without settings.json
+//! (written by an older ragloop) is resumed with a warning and gets one.
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The file name inside the output directory.
+pub const SETTINGS_FILE: &str = "settings.json";
+
+/// The effective CLI settings of an eval (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// `--override PATH=VALUE` changes, in order.
+    #[serde(default)]
+    pub overrides: Vec<String>,
+    /// `--model` values, in order.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// `--timeout`, seconds.
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    /// `--retries`.
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// `--corpus`, as given on the command line.
+    #[serde(default)]
+    pub corpus: Option<String>,
+}
+
+fn show<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "?".into())
+}
+
+impl Settings {
+    /// Whether every field is unset (no flag given).
+    pub fn is_default(&self) -> bool {
+        *self == Settings::default()
+    }
+
+    /// One line per field that differs from `new`: `--override: ["a=1"] (before)
+    /// vs ["a=8"] (now)`. Empty when equal.
+    pub fn differences(&self, new: &Settings) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cmp = |flag: &str, old: String, new: String| {
+            if old != new {
+                out.push(format!("{flag}: {old} (before) vs {new} (now)"));
+            }
+        };
+        cmp("--override", show(&self.overrides), show(&new.overrides));
+        cmp("--model", show(&self.models), show(&new.models));
+        cmp(
+            "--timeout",
+            show(&self.timeout_secs),
+            show(&new.timeout_secs),
+        );
+        cmp("--retries", show(&self.retries), show(&new.retries));
+        cmp("--corpus", show(&self.corpus), show(&new.corpus));
+        out
+    }
+
+    /// A short human line for report headers: `--override retrievers.b.top_k=8,
+    /// --timeout 5`; `none` when nothing was set.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        parts.extend(self.overrides.iter().map(|o| format!("--override {o}")));
+        parts.extend(self.models.iter().map(|m| format!("--model {m}")));
+        if let Some(t) = self.timeout_secs {
+            parts.push(format!("--timeout {t}"));
+        }
+        if let Some(r) = self.retries {
+            parts.push(format!("--retries {r}"));
+        }
+        if let Some(c) = &self.corpus {
+            parts.push(format!("--corpus {c}"));
+        }
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// Reads `dir/settings.json`; `Ok(None)` when it does not exist.
+///
+/// # Errors
+/// The file exists but cannot be read or is not a settings object (message names it).
+pub fn read(dir: &Path) -> Result<Option<Settings>, String> {
+    let path = dir.join(SETTINGS_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{}: not a settings file: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Writes `dir/settings.json` (a temporary file renamed into place).
+///
+/// # Errors
+/// The file cannot be written (message names it).
+pub fn write(dir: &Path, s: &Settings) -> Result<(), String> {
+    let path = dir.join(SETTINGS_FILE);
+    let tmp = dir.join(format!(".{SETTINGS_FILE}.tmp"));
+    let text = serde_json::to_string_pretty(s).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_name_old_and_new() {
+        let a = Settings {
+            overrides: vec!["r.top_k=1".into()],
+            ..Default::default()
+        };
+        let b = Settings {
+            overrides: vec!["r.top_k=8".into()],
+            retries: Some(2),
+            ..Default::default()
+        };
+        let d = a.differences(&b);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].contains("r.top_k=1") && d[0].contains("r.top_k=8"),
+            "{d:?}"
+        );
+        assert!(d[1].starts_with("--retries: null"), "{d:?}");
+        assert!(a.differences(&a).is_empty());
+        assert_eq!(Settings::default().describe(), "none");
+    }
+}
