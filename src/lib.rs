@@ -22,7 +22,9 @@
 
 /// Like `eprintln!`, but a closed or broken stderr (`ragloop run --verbose 2>&1 | head`)
 /// is ignored instead of panicking: diagnostics are best effort, the run's results
-/// and exit status are not.
+/// and exit status are not. Messages embed remote and state-derived text (server
+/// replies, web results, JSON keys), so every control character but newline and tab
+/// is escaped ([`text::escape_text`]) before it reaches the terminal.
 #[macro_export]
 macro_rules! errln {
     () => {{
@@ -31,16 +33,19 @@ macro_rules! errln {
     }};
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::text::escape_text(&text));
     }};
 }
 
-/// Like `eprint!`, ignoring a closed or broken stderr (see [`errln!`]).
+/// Like `eprint!`, ignoring a closed or broken stderr and escaping control
+/// characters (see [`errln!`]).
 #[macro_export]
 macro_rules! errp {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = write!(std::io::stderr(), "{}", $crate::text::escape_text(&text));
     }};
 }
 

@@ -34,4 +34,5 @@ mod runtime;
 mod runtime_cli;
 mod runtime_undefined;
 mod spec_schema;
+mod terminal_escape;
 mod websearch;

@@ -89,22 +89,26 @@ fn result_json(r: &RunResult, id: Option<&Value>) -> Value {
     v
 }
 
+/// Human output of one run. The answer and the sources come from LLMs, documents
+/// and web results: their control characters are escaped ([`ragloop::text`]), the
+/// answer keeping its newlines and tabs, a source kept on its line.
 fn print_human(r: &RunResult) {
+    use ragloop::text::{escape_line, escape_text};
     let mut out = std::io::stdout().lock();
     if let Some(a) = &r.answer {
-        let _ = writeln!(out, "{a}\n");
+        let _ = writeln!(out, "{}\n", escape_text(a));
     }
     if !r.sources.is_empty() && r.status == Status::Generated {
         let _ = writeln!(out, "Sources:");
         for s in &r.sources {
-            let _ = writeln!(out, "  - {s}");
+            let _ = writeln!(out, "  - {}", escape_line(s));
         }
         let _ = writeln!(out);
     }
     let _ = writeln!(
         out,
         "Path: {} ({} step(s), {} iteration(s))",
-        r.path.join(" -> "),
+        escape_line(&r.path.join(" -> ")),
         r.steps,
         r.iterations
     );

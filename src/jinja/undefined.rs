@@ -120,7 +120,10 @@ pub fn unset_detail(name: &str, ctx: &JValue) -> String {
     let names = keys_of(ctx);
     let mut s = format!("`{name}` is not set");
     if let Some(c) = closest(name, &names) {
-        s.push_str(&format!("; did you mean `{c}`?"));
+        s.push_str(&format!(
+            "; did you mean `{}`?",
+            crate::text::escape_line(c)
+        ));
     }
     if names.is_empty() {
         s.push_str(" (nothing is set)");
@@ -195,11 +198,14 @@ fn keys_of(v: &JValue) -> Vec<String> {
     keys
 }
 
+/// Up to [`MAX_KEYS_LISTED`] key names, comma-separated. Keys come from state
+/// (`--set`, LLM replies, web results): their control characters are escaped
+/// ([`crate::text::escape_line`]) so the message stays one safe line.
 fn list(keys: &[String]) -> String {
     let mut s = keys
         .iter()
         .take(MAX_KEYS_LISTED)
-        .cloned()
+        .map(|k| crate::text::escape_line(k).into_owned())
         .collect::<Vec<_>>()
         .join(", ");
     if keys.len() > MAX_KEYS_LISTED {
@@ -374,7 +380,10 @@ fn describe_missing(p: &str, parent: &JValue, key: &Key) -> String {
             let mut s = format!("{p} has: {}", list(&keys));
             if let Key::Name(n) = key {
                 if let Some(c) = closest(n, &keys) {
-                    s.push_str(&format!("; did you mean `{c}`?"));
+                    s.push_str(&format!(
+                        "; did you mean `{}`?",
+                        crate::text::escape_line(c)
+                    ));
                 }
             }
             s
@@ -484,6 +493,35 @@ mod tests {
             expr("grade.verdict.scor > 1").unwrap().detail,
             "grade.verdict has: score; did you mean `score`?"
         );
+    }
+
+    #[test]
+    fn control_characters_in_key_names_are_escaped() {
+        let t = "{{ grade.verdict.scor }}";
+        let c = JValue::from_serialize(
+            json!({"grade": {"verdict": {"\u{1b}[31mevil\nline": 1, "scores": 2}}}),
+        );
+        let mut env = crate::jinja::environment();
+        env.add_template_owned("t", t.to_string()).unwrap();
+        let err = env
+            .get_template("t")
+            .unwrap()
+            .render(c.clone())
+            .unwrap_err();
+        let x = explain_error(&err, t, true, &c).unwrap();
+        assert!(
+            !x.detail.contains('\u{1b}') && !x.detail.contains('\n'),
+            "{}",
+            x.detail
+        );
+        assert!(
+            x.detail.contains("\\u{1b}[31mevil\\u{a}line"),
+            "{}",
+            x.detail
+        );
+        let c = JValue::from_serialize(json!({"\u{9b}x": 1}));
+        let d = unset_detail("y", &c);
+        assert!(!d.contains('\u{9b}') && d.contains("\\u{9b}x"), "{d}");
     }
 
     #[test]
