@@ -33,5 +33,6 @@ mod run_outputs_cli;
 mod runtime;
 mod runtime_cli;
 mod runtime_undefined;
+mod rustc_cli;
 mod spec_schema;
 mod websearch;

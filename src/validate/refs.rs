@@ -165,7 +165,8 @@ fn check_rust_docs(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<D
         return;
     };
     let help = match e {
-        RetrievalError::RustDocsNotInstalled { .. } => {
+        RetrievalError::RustDocsNotInstalled { .. }
+        | RetrievalError::RustDocsFolderMissing { .. } => {
             "`rustup component add rust-docs` installs the documentation of the active toolchain ($RUSTC names another rustc)"
         }
         RetrievalError::RustDocs { .. } => {
