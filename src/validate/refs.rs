@@ -495,8 +495,8 @@ fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             out_of(
                 path(&["models", name, "timeout_secs"]),
                 v,
-                0.001,
-                Some(86_400.0),
+                crate::spec::types::MIN_TIMEOUT_SECS,
+                Some(crate::spec::types::MAX_TIMEOUT_SECS),
             );
         }
         if let Some(v) = m.concurrency {
