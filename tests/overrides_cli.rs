@@ -349,7 +349,15 @@ fn a_set_of_the_wrong_type_is_a_usage_error() {
 #[test]
 fn an_empty_input_file_is_a_usage_error() {
     let d = tempfile::tempdir().unwrap();
-    for (name, text) in [("empty.jsonl", ""), ("blank.jsonl", "\n  \n\t\n")] {
+    for (name, text, says) in [
+        ("empty.jsonl", "", "no question (the file is empty)"),
+        ("bom.jsonl", "\u{feff}", "no question (the file is empty)"),
+        (
+            "blank.jsonl",
+            "\n  \n\t\n",
+            "no question (only blank lines)",
+        ),
+    ] {
         let f = d.path().join(name);
         std::fs::write(&f, text).unwrap();
         let out = ragloop()
@@ -360,7 +368,7 @@ fn an_empty_input_file_is_a_usage_error() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {err}");
-        assert!(err.contains(name) && err.contains("no question"), "{err}");
+        assert!(err.contains(name) && err.contains(says), "{err}");
         assert!(out.stdout.is_empty());
     }
 }
