@@ -33,6 +33,7 @@ mod run_outputs_cli;
 mod runtime;
 mod runtime_cli;
 mod runtime_undefined;
+mod rustc_cli;
 mod spec_schema;
 mod terminal_escape;
 mod websearch;

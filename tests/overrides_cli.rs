@@ -349,7 +349,15 @@ fn a_set_of_the_wrong_type_is_a_usage_error() {
 #[test]
 fn an_empty_input_file_is_a_usage_error() {
     let d = tempfile::tempdir().unwrap();
-    for (name, text) in [("empty.jsonl", ""), ("blank.jsonl", "\n  \n\t\n")] {
+    for (name, text, says) in [
+        ("empty.jsonl", "", "no question (the file is empty)"),
+        ("bom.jsonl", "\u{feff}", "no question (the file is empty)"),
+        (
+            "blank.jsonl",
+            "\n  \n\t\n",
+            "no question (only blank lines)",
+        ),
+    ] {
         let f = d.path().join(name);
         std::fs::write(&f, text).unwrap();
         let out = ragloop()
@@ -360,7 +368,7 @@ fn an_empty_input_file_is_a_usage_error() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {err}");
-        assert!(err.contains(name) && err.contains("no question"), "{err}");
+        assert!(err.contains(name) && err.contains(says), "{err}");
         assert!(out.stdout.is_empty());
     }
 }
@@ -398,10 +406,30 @@ fn integer_valued_floats_of_outputs_and_updates_are_stored_as_integers() {
     );
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("spec.yaml");
-    std::fs::write(
-        &spec,
-        format!(
-            r#"version: 1
+    std::fs::write(&spec, ints_spec(&server.uri())).unwrap();
+    let out = ragloop()
+        .arg("run")
+        .arg(&spec)
+        .args(["-q", "x", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &v["state"];
+    // The schema says integer: integers. It says number: left as sent.
+    assert_eq!(s["answer"]["count"].to_string(), "4", "{s}");
+    assert_eq!(s["answer"]["score"].to_string(), "3.0", "{s}");
+    assert_eq!(s["total"].to_string(), "5", "{s}");
+    assert_eq!(s["answer"]["counts"].to_string(), "[1,2]", "{s}");
+    assert_eq!(s["counts"].to_string(), "[1,2]", "{s}");
+}
+
+/// A spec whose llm node `judge` (model `m` at `uri`) has a structured output with an
+/// integer `count`, added to the integer state field `total`.
+fn ints_spec(uri: &str) -> String {
+    format!(
+        r#"version: 1
 name: ints
 state:
   schema:
@@ -438,10 +466,67 @@ nodes:
 edges:
   judge: END
 "#,
-            server.uri()
-        ),
+        uri
     )
-    .unwrap();
+}
+
+#[test]
+fn integers_too_large_to_be_exact_are_refused_from_set() {
+    for value in [
+        "9007199254740993.0",
+        "9007199254740992.0",
+        "18446744073709551616",
+        "1e300",
+    ] {
+        let out = ragloop()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "graphs/crag.yaml", "-q", "x", "--json"])
+            .arg("--set")
+            .arg(format!("max_iterations={value}"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value}: {err}");
+        assert!(
+            err.contains("--set max_iterations=")
+                && err.contains("integer")
+                && err.contains("is not an exact integer"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{value}");
+    }
+    // Just below 2^53 a float is exact, and a 64-bit integer is one.
+    for (value, stored) in [
+        ("9007199254740991.0", "9007199254740991"),
+        ("18446744073709551615", "18446744073709551615"),
+    ] {
+        let out = ragloop()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "graphs/crag.yaml", "-q", "x", "--json"])
+            .arg("--set")
+            .arg(format!("max_iterations={value}"))
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{value}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(v["state"]["max_iterations"].to_string(), stored, "{value}");
+    }
+}
+
+#[test]
+fn an_output_integer_too_large_to_be_exact_fails_the_step() {
+    let rt = rt();
+    let server = rt.block_on(MockServer::start());
+    rt.block_on(
+        Mock::given(wiremock::matchers::any())
+            .respond_with(ResponseTemplate::new(200).set_body_json(openai_text(
+                r#"{"verdict": "yes", "count": 18446744073709551616}"#,
+            )))
+            .mount(&server),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.yaml");
+    std::fs::write(&spec, ints_spec(&server.uri())).unwrap();
     let out = ragloop()
         .arg("run")
         .arg(&spec)
@@ -449,13 +534,20 @@ edges:
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let s = &v["state"];
-    // The schema says integer: integers. It says number: left as sent.
-    assert_eq!(s["answer"]["count"].to_string(), "4", "{s}");
-    assert_eq!(s["answer"]["score"].to_string(), "3.0", "{s}");
-    assert_eq!(s["total"].to_string(), "5", "{s}");
-    assert_eq!(s["answer"]["counts"].to_string(), "[1,2]", "{s}");
-    assert_eq!(s["counts"].to_string(), "[1,2]", "{s}");
+    assert_eq!(v["status"], "failed", "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains("node `judge`")
+            && error.contains("/count")
+            && error.contains("is not an exact integer"),
+        "{error}"
+    );
+    assert!(
+        v["state"]
+            .get("total")
+            .is_none_or(|t| t != &json!(1.8446744073709552e19)),
+        "{v}"
+    );
 }

@@ -244,9 +244,12 @@ fn timeout_and_retries_override_every_model() {
 fn bad_timeout_and_retries_are_usage_errors() {
     let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/crag.yaml");
     for (flag, value, says) in [
-        ("--timeout", "abc", "positive number of seconds"),
-        ("--timeout", "0", "positive number of seconds"),
-        ("--timeout", "-2", "positive number of seconds"),
+        ("--timeout", "abc", "between 0.001 and 86400"),
+        ("--timeout", "0", "between 0.001 and 86400"),
+        ("--timeout", "-2", "between 0.001 and 86400"),
+        // Below or above a spec's bounds: refused by the flag itself, not by the spec.
+        ("--timeout", "0.0001", "between 0.001 and 86400"),
+        ("--timeout", "86400.5", "between 0.001 and 86400"),
         ("--retries", "-1", "0 to 10"),
         ("--retries", "1000", "0 to 10"),
     ] {
@@ -262,6 +265,7 @@ fn bad_timeout_and_retries_are_usage_errors() {
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{cmd} {flag} {value}: {err}");
             assert!(err.contains(flag) && err.contains(says), "{err}");
+            assert!(!err.contains("makes the spec invalid"), "{err}");
         }
     }
 }

@@ -166,7 +166,7 @@ fn exit_codes() {
 
 /// A spec whose retriever reads `rust-docs:book` (the corpus value is on line 11,
 /// column 40) and a fixture answering its one llm node.
-const RUST_DOCS_SPEC: &str = r#"version: 1
+pub(crate) const RUST_DOCS_SPEC: &str = r#"version: 1
 name: docs
 state:
   schema:

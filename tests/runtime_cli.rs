@@ -299,6 +299,45 @@ fn input_file_runs_every_line_and_reports_bad_ones() {
 }
 
 #[test]
+fn rows_of_bad_input_lines_keep_their_id() {
+    let env = Env::new(json!({"say": ["a1"]}));
+    let input = env.path("ids.jsonl");
+    std::fs::write(
+        &input,
+        "{\"id\":\"a\",\"question\":\"\"}\n{\"id\":\"b\"}\n{\"id\":{\"k\":3},\"question\":7}\n[1]\n{\"question\":\" \"}\n",
+    )
+    .unwrap();
+    let o = env.cmd().args(["--input", &input]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let rows: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 5, "{}", stdout(&o));
+    let ids: Vec<Option<&Value>> = rows.iter().map(|r| r.get("id")).collect();
+    assert_eq!(
+        ids,
+        [
+            Some(&json!("a")),
+            Some(&json!("b")),
+            Some(&json!({"k": 3})),
+            None,
+            None
+        ],
+        "{}",
+        stdout(&o)
+    );
+    for (n, r) in rows.iter().enumerate() {
+        assert_eq!(
+            (&r["line"], &r["status"]),
+            (&json!(n + 1), &json!("failed")),
+            "{r}"
+        );
+    }
+    assert_eq!(rows[0]["error"], json!("the question is empty"));
+}
+
+#[test]
 fn huge_question_does_not_panic() {
     let env = Env::new(json!({"say": ["ok"]}));
     let q = "cargo ".repeat(175_000); // ~1 MB

@@ -12,7 +12,8 @@ pub struct SpecArgs {
     #[arg(long = "override", value_name = "PATH=VALUE")]
     pub overrides: Vec<String>,
     /// Timeout of one attempt of every network call (LLM, embeddings, web search), in
-    /// seconds (fractions allowed), instead of each model's and tool's timeout_secs.
+    /// seconds from 0.001 to 86400 (fractions allowed; the bounds of a spec's
+    /// timeout_secs), instead of each model's and tool's timeout_secs.
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<f64>,
     /// Retries of every call after a transient failure (0 to 10), instead of each

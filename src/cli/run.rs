@@ -168,10 +168,12 @@ pub fn run(args: RunArgs) -> ExitCode {
             .lines()
             .all(|l| l.trim_matches(['\u{feff}', ' ', '\t', '\r']).is_empty())
         {
-            return usage(format!(
-                "{}: no question (the file is empty)",
-                path.display()
-            ));
+            let what = if text.trim_matches('\u{feff}').is_empty() {
+                "the file is empty"
+            } else {
+                "only blank lines"
+            };
+            return usage(format!("{}: no question ({what})", path.display()));
         }
     }
     let changes = args.changes.changes(&args.models);
@@ -305,27 +307,9 @@ pub fn run(args: RunArgs) -> ExitCode {
                     continue;
                 }
                 let line = line.trim_start_matches('\u{feff}');
-                let parsed: Result<(Option<Value>, String), String> =
-                    match serde_json::from_str::<Value>(line) {
-                        Ok(Value::String(q)) => Ok((None, q)),
-                        Ok(Value::Object(m)) => match m.get("question").and_then(Value::as_str) {
-                            Some(q) => Ok((m.get("id").cloned(), q.to_string())),
-                            None => Err("expected an object with a string `question`".into()),
-                        },
-                        Ok(_) => {
-                            Err("expected {\"id\": ..., \"question\": ...} or a JSON string".into())
-                        }
-                        Err(e) => Err(format!("not JSON: {e}")),
-                    };
-                let parsed = parsed.and_then(|(id, q)| {
-                    if q.trim().is_empty() {
-                        Err("the question is empty".to_string())
-                    } else {
-                        Ok((id, q))
-                    }
-                });
-                let (id, q) = match parsed {
-                    Ok(v) => v,
+                let (id, parsed) = parse_input_line(line);
+                let q = match parsed {
+                    Ok(q) => q,
                     Err(e) => {
                         bad_lines += 1;
                         ragloop::errln!(
@@ -335,11 +319,14 @@ pub fn run(args: RunArgs) -> ExitCode {
                                 .unwrap_or_else(|| std::path::Path::new(""))
                                 .display()
                         );
-                        let _ = writeln!(
-                            stdout,
-                            "{}",
-                            json!({"line": lineno, "status": "failed", "error": e})
-                        );
+                        let mut row = serde_json::Map::new();
+                        row.insert("line".into(), json!(lineno));
+                        if let Some(id) = &id {
+                            row.insert("id".into(), id.clone());
+                        }
+                        row.insert("status".into(), json!("failed"));
+                        row.insert("error".into(), json!(e));
+                        let _ = writeln!(stdout, "{}", Value::Object(row));
                         let _ = stdout.flush();
                         continue;
                     }
@@ -382,4 +369,33 @@ pub fn run(args: RunArgs) -> ExitCode {
             ExitCode::from(worst.map_or(0, Status::exit_code))
         }
     }
+}
+
+/// One line of an `--input` file (not blank, BOM removed): its `id` whenever it is a
+/// JSON object with one (kept for the row of a faulty line too), and its question or
+/// what is wrong with it.
+fn parse_input_line(line: &str) -> (Option<Value>, Result<String, String>) {
+    let (id, question) = match serde_json::from_str::<Value>(line) {
+        Ok(Value::String(q)) => (None, Ok(q)),
+        Ok(Value::Object(m)) => (
+            m.get("id").cloned(),
+            match m.get("question").and_then(Value::as_str) {
+                Some(q) => Ok(q.to_string()),
+                None => Err("expected an object with a string `question`".to_string()),
+            },
+        ),
+        Ok(_) => (
+            None,
+            Err("expected {\"id\": ..., \"question\": ...} or a JSON string".into()),
+        ),
+        Err(e) => (None, Err(format!("not JSON: {e}"))),
+    };
+    let question = question.and_then(|q| {
+        if q.trim().is_empty() {
+            Err("the question is empty".to_string())
+        } else {
+            Ok(q)
+        }
+    });
+    (id, question)
 }

@@ -98,7 +98,8 @@ codes! {
     /// A `rust-docs:` corpus is looked for where the run looks, under
     /// `$(rustc --print sysroot)/share/doc/rust/html` (`$RUSTC` names the rustc): when
     /// the toolchain has no documentation the help says `rustup component add
-    /// rust-docs`. Corpus checks are environment checks: `--no-environment` skips them.
+    /// rust-docs`; a rustc that fails, prints no absolute path or does not answer
+    /// within `$RAGLOOP_RUSTC_TIMEOUT_SECS` (default 10 s) is reported. Corpus checks are environment checks: `--no-environment` skips them.
     MissingFile = "E030", "referenced file not found";
     /// A referenced path leaves the project root (after resolving `..` and symlinks).
     PathEscapesRoot = "E031", "path escapes the project root";

@@ -23,6 +23,7 @@ mod html;
 mod index;
 mod ingest;
 mod markdown;
+mod sysroot;
 mod vectors;
 
 use std::path::{Path, PathBuf};
@@ -184,6 +185,20 @@ pub enum RetrievalError {
         /// The HTML root that was looked for, `<sysroot>/share/doc/rust/html`.
         html: PathBuf,
     },
+    /// The toolchain's HTML root exists but the named folder of it does not (the
+    /// documentation is partly installed, or the folder name is wrong).
+    #[error(
+        "{} does not exist: `{folder}` is not a folder of the installed Rust documentation (if it should be, `rustup component add rust-docs` installs it)",
+        path.display()
+    )]
+    RustDocsFolderMissing {
+        /// The spec as given.
+        spec: String,
+        /// The folder named after `rust-docs:`, e.g. `book`.
+        folder: String,
+        /// The path that was looked for, `<sysroot>/share/doc/rust/html/<folder>`.
+        path: PathBuf,
+    },
     /// No cache directory could be determined (no `$RAGLOOP_CACHE_DIR`,
     /// `$XDG_CACHE_HOME` or `$HOME`).
     #[error("no cache directory: set RAGLOOP_CACHE_DIR or pass --out")]
@@ -203,18 +218,20 @@ impl RetrievalError {
 /// Resolves a corpus reference from a spec or the command line to a directory.
 ///
 /// - `"rust-docs:"` is the HTML root of the installed Rust documentation,
-///   `$(rustc --print sysroot)/share/doc/rust/html` (`$RUSTC` overrides `rustc`);
+///   `$(rustc --print sysroot)/share/doc/rust/html` (`$RUSTC` overrides `rustc`; it is
+///   killed after `$RAGLOOP_RUSTC_TIMEOUT_SECS`, default 10 s);
 /// - `"rust-docs:NAME"` is a folder under it, e.g. `"rust-docs:book"`;
 /// - anything else is a path, relative to `base` unless absolute.
 ///
 /// # Errors
 /// [`RetrievalError::RustDocs`] if `rustc` cannot be run,
 /// [`RetrievalError::RustDocsNotInstalled`] if the toolchain's HTML root is missing,
+/// [`RetrievalError::RustDocsFolderMissing`] if the folder under it is missing,
 /// [`RetrievalError::CorpusNotFound`] if the directory is missing,
 /// [`RetrievalError::NotADirectory`] if it is a file.
 pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError> {
     let path = if let Some(rest) = spec.strip_prefix("rust-docs:") {
-        let sysroot = sysroot().map_err(|message| RetrievalError::RustDocs {
+        let sysroot = sysroot::sysroot().map_err(|message| RetrievalError::RustDocs {
             spec: spec.to_string(),
             message,
         })?;
@@ -232,6 +249,13 @@ pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError
         let rest = rest.trim_matches('/');
         if !rest.is_empty() {
             p.push(rest);
+            if !p.exists() {
+                return Err(RetrievalError::RustDocsFolderMissing {
+                    spec: spec.to_string(),
+                    folder: rest.to_string(),
+                    path: p,
+                });
+            }
         }
         p
     } else {
@@ -244,36 +268,6 @@ pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError
     };
     check_dir(&path)?;
     Ok(path)
-}
-
-/// `$(rustc --print sysroot)` (`$RUSTC` names the rustc), asked once per process for
-/// each rustc: validation resolves every `rust-docs:` corpus of every variant.
-///
-/// # Errors
-/// When rustc cannot be run or fails, as text.
-fn sysroot() -> Result<String, String> {
-    static CACHE: std::sync::Mutex<Vec<(std::ffi::OsString, String)>> =
-        std::sync::Mutex::new(Vec::new());
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let mut cache = CACHE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, s)) = cache.iter().find(|(r, _)| *r == rustc) {
-        return Ok(s.clone());
-    }
-    let out = std::process::Command::new(&rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .map_err(|e| format!("running {rustc:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{rustc:?} --print sysroot exited with {}",
-            out.status
-        ));
-    }
-    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    cache.push((rustc, sysroot.clone()));
-    Ok(sysroot)
 }
 
 /// Checks that `path` is an existing directory.

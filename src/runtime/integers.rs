@@ -10,6 +10,12 @@
 //! `additionalItems`, local `$ref`s (`#/...`), `allOf`/`anyOf`/`oneOf` and
 //! `then`/`else`. Converting is always safe after validation: `7` and `7.0` are the
 //! same number to JSON Schema, so no constraint that held stops holding.
+//!
+//! A float whose magnitude is 2^53 or more is integer-valued to JSON Schema but need
+//! not be the integer that was written (`9007199254740993.0` reads as
+//! `9007199254740992.0`, `18446744073709551616` is beyond u64): where the schema says
+//! integer (and allows no `number`), [`inexact`] reports it as a violation instead of
+//! letting it be stored as a float.
 use serde_json::{Map, Value};
 
 /// Deepest nesting followed (values and `$ref` chains); deeper values are left as
@@ -77,12 +83,90 @@ fn walk(root: &Value, schemas: &[&Value], value: &mut Value, depth: usize) {
     }
 }
 
+/// 2^53: from here on, not every integer is a float (and a float is not known to be
+/// the integer that was written).
+const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
+
+/// Every float in `value` with magnitude 2^53 or more (or infinite) at a place that
+/// `schema` (a subschema of `root`) types as `integer` and not also as `number`, as
+/// (JSON pointer into `value`, message). Such a float cannot be stored as the exact
+/// integer it stands for.
+pub(crate) fn inexact(root: &Value, schema: &Value, value: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    find_inexact(root, &[schema], value, &mut String::new(), &mut out, 0);
+    out
+}
+
+fn find_inexact(
+    root: &Value,
+    schemas: &[&Value],
+    value: &Value,
+    pointer: &mut String,
+    out: &mut Vec<(String, String)>,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH || out.len() >= 16 {
+        return;
+    }
+    let schemas = expand(root, schemas);
+    match value {
+        Value::Number(n) => {
+            let Some(f) = n.as_f64().filter(|_| n.is_f64()) else {
+                return;
+            };
+            if f.abs() >= EXACT_LIMIT
+                && schemas.iter().any(|s| says_integer(s))
+                && !schemas.iter().any(|s| says_number(s))
+            {
+                out.push((
+                    pointer.clone(),
+                    format!(
+                        "{n} is not an exact integer: integers written as floats, or beyond the 64-bit range, must be below 2^53 (9007199254740992) in magnitude; write it without a fraction and within the 64-bit range"
+                    ),
+                ));
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                let members = member_schemas(&schemas, k);
+                if !members.is_empty() {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    find_inexact(root, &members, v, pointer, out, depth + 1);
+                    pointer.truncate(len);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                let of_item = item_schemas(&schemas, i);
+                if !of_item.is_empty() {
+                    let len = pointer.len();
+                    pointer.push_str(&format!("/{i}"));
+                    find_inexact(root, &of_item, v, pointer, out, depth + 1);
+                    pointer.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn says_number(schema: &Map<String, Value>) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "number",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "number"),
+        _ => false,
+    }
+}
+
 fn integral(n: &serde_json::Number) -> Option<i64> {
     if !n.is_f64() {
         return None;
     }
     let f = n.as_f64()?;
-    (f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0).then_some(f as i64)
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < EXACT_LIMIT).then_some(f as i64)
 }
 
 fn says_integer(schema: &Map<String, Value>) -> bool {
@@ -206,6 +290,30 @@ mod tests {
         let cyclic = json!({"$ref": "#", "properties": {"a": {"$ref": "#"}}, "type": "integer"});
         assert_eq!(norm(cyclic, json!({"a": {"a": 2.0}})), r#"{"a":{"a":2}}"#);
         assert!(!mentions_integer(&json!({"type": "string"})));
+    }
+
+    #[test]
+    fn floats_beyond_2_pow_53_are_inexact_where_the_schema_says_integer() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": "number"},
+            "either": {"type": ["integer", "number"]},
+            "list": {"type": "array", "items": {"$ref": "#/properties/n"}}
+        }});
+        let v = json!({"n": 9_007_199_254_740_992.0_f64, "x": 1e300, "either": 1e20,
+                       "list": [1, 1.8446744073709552e19, -1e300], "other": 1e30});
+        let found = inexact(&schema, &schema, &v);
+        let pointers: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(pointers, ["/n", "/list/1", "/list/2"], "{found:?}");
+        assert!(
+            found[0]
+                .1
+                .contains("9007199254740992.0 is not an exact integer"),
+            "{found:?}"
+        );
+        // Below 2^53, and integers (u64 included), are exact.
+        let fine = json!({"n": 9_007_199_254_740_991.0_f64, "list": [u64::MAX, i64::MIN]});
+        assert!(inexact(&schema, &schema, &fine).is_empty());
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //! overrides' fault, so it is a usage error naming them.
 use crate::spec::types::{Spec, ToolSpec};
 
-/// The largest `--timeout`, in seconds (one day).
-pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+/// The bounds of `--timeout`, in seconds: those of a spec's `timeout_secs`.
+pub use crate::spec::types::{MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
 
 /// The largest `--retries` (the bound a web-search tool's `retries` has in a spec).
 pub const MAX_RETRIES: u32 = 10;
@@ -53,19 +53,19 @@ impl SpecOverrides {
     }
 }
 
-/// Parses `--timeout SECS`: a positive number of seconds, fractions allowed (`0.5`),
-/// at most [`MAX_TIMEOUT_SECS`].
+/// Parses `--timeout SECS`: a number of seconds, fractions allowed (`0.5`), from
+/// [`MIN_TIMEOUT_SECS`] to [`MAX_TIMEOUT_SECS`] (the bounds of a spec's `timeout_secs`).
 ///
 /// # Errors
 /// A message saying what is accepted.
 pub fn parse_timeout(text: &str) -> Result<f64, String> {
     let bad = || {
         format!(
-            "`{text}` is not a timeout: give a positive number of seconds (e.g. 30 or 0.5), at most {MAX_TIMEOUT_SECS}"
+            "`{text}` is not a timeout: give a number of seconds (e.g. 30 or 0.5) between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS}"
         )
     };
     let secs: f64 = text.trim().parse().map_err(|_| bad())?;
-    if secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_SECS {
+    if (MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(&secs) {
         Ok(secs)
     } else {
         Err(bad())
@@ -132,9 +132,13 @@ mod tests {
     fn timeouts_and_retries_are_checked() {
         assert_eq!(parse_timeout("0.5"), Ok(0.5));
         assert_eq!(parse_timeout("30"), Ok(30.0));
-        for bad in ["abc", "0", "-1", "nan", "inf", "", "86401"] {
+        assert_eq!(parse_timeout("0.001"), Ok(MIN_TIMEOUT_SECS));
+        assert_eq!(parse_timeout("86400"), Ok(MAX_TIMEOUT_SECS));
+        for bad in [
+            "abc", "0", "-1", "nan", "inf", "", "86401", "0.0001", "0.000999",
+        ] {
             let e = parse_timeout(bad).unwrap_err();
-            assert!(e.contains("positive number of seconds"), "{bad}: {e}");
+            assert!(e.contains("between 0.001 and 86400"), "{bad}: {e}");
         }
         assert_eq!(parse_retries("0"), Ok(0));
         assert_eq!(parse_retries("10"), Ok(10));

@@ -213,14 +213,30 @@ impl SchemaCheck {
         &self.schema
     }
 
-    /// Every violation of an instance (empty when it is valid).
+    /// Every violation of an instance (empty when it is valid). Besides the schema's
+    /// own, a float of magnitude 2^53 or more where the schema says `integer` is one
+    /// (it cannot be stored as the exact integer; see [`super::integers`]).
     pub fn violations(&self, instance: &Value) -> Vec<Violation> {
-        self.validator
+        let mut all: Vec<Violation> = self
+            .validator
             .iter_errors(instance)
             .map(|e| Violation {
                 pointer: e.instance_path().to_string(),
                 message: e.to_string(),
             })
+            .collect();
+        all.extend(self.inexact(instance));
+        all
+    }
+
+    /// The floats of `instance` that stand for integers too large to be exact.
+    fn inexact(&self, instance: &Value) -> Vec<Violation> {
+        if !self.integers {
+            return Vec::new();
+        }
+        super::integers::inexact(&self.schema, &self.schema, instance)
+            .into_iter()
+            .map(|(pointer, message)| Violation { pointer, message })
             .collect()
     }
 
@@ -241,10 +257,14 @@ impl SchemaCheck {
         }
     }
 
-    /// Checks an instance; the first violation found, if any.
+    /// Checks an instance; the first violation found, if any (see
+    /// [`SchemaCheck::violations`] for the ones beyond the schema's own).
     pub fn check(&self, instance: &Value) -> Result<(), Violation> {
         match self.validator.validate(instance) {
-            Ok(()) => Ok(()),
+            Ok(()) => match self.inexact(instance).into_iter().next() {
+                Some(v) => Err(v),
+                None => Ok(()),
+            },
             Err(e) => Err(Violation {
                 pointer: e.instance_path().to_string(),
                 message: e.to_string(),

@@ -11,6 +11,14 @@ use serde_json::Value;
 /// The spec format version this ragloop reads.
 pub const SPEC_VERSION: u32 = 1;
 
+/// The smallest `timeout_secs` a model or tool may have, in seconds (one millisecond);
+/// `--timeout` has the same bound.
+pub const MIN_TIMEOUT_SECS: f64 = 0.001;
+
+/// The largest `timeout_secs` a model or tool may have, in seconds (one day);
+/// `--timeout` has the same bound.
+pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
 /// A ragloop graph spec.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -165,7 +165,8 @@ fn check_rust_docs(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<D
         return;
     };
     let help = match e {
-        RetrievalError::RustDocsNotInstalled { .. } => {
+        RetrievalError::RustDocsNotInstalled { .. }
+        | RetrievalError::RustDocsFolderMissing { .. } => {
             "`rustup component add rust-docs` installs the documentation of the active toolchain ($RUSTC names another rustc)"
         }
         RetrievalError::RustDocs { .. } => {
@@ -494,8 +495,8 @@ fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             out_of(
                 path(&["models", name, "timeout_secs"]),
                 v,
-                0.001,
-                Some(86_400.0),
+                crate::spec::types::MIN_TIMEOUT_SECS,
+                Some(crate::spec::types::MAX_TIMEOUT_SECS),
             );
         }
         if let Some(v) = m.concurrency {

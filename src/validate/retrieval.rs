@@ -3,7 +3,7 @@
 //! and call bounds.
 use super::refs::suggest;
 use crate::diag::{Code, Diagnostic};
-use crate::spec::types::{Provider, RetrieverKind, ToolSpec};
+use crate::spec::types::{Provider, RetrieverKind, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
 use crate::spec::LoadedSpec;
 
 /// Pushes every finding about `retrievers` and `tools`.
@@ -121,12 +121,12 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        if let Some(v) = timeout.filter(|v| !(0.001..=86_400.0).contains(v)) {
+        if let Some(v) = timeout.filter(|v| !(MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(v)) {
             diags.push(
                 Diagnostic::new(
                     Code::WrongType,
                     format!(
-                        "`tools.{name}.timeout_secs` is {v}; it must be between 0.001 and 86400"
+                        "`tools.{name}.timeout_secs` is {v}; it must be between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS}"
                     ),
                 )
                 .at(ls.span(&["tools", name, "timeout_secs"])),
