@@ -398,31 +398,30 @@ async fn timed(
     let r = fut.await;
     drop(clock);
     meter.add(|stats| {
-        if let Some(billed) = r.as_ref().err().and_then(ProviderError::billed) {
-            // A failed reply the server answered (rejected, cut short, unusable) was
-            // billed like any other.
-            stats.input_tokens += billed.usage.input_tokens;
-            stats.output_tokens += billed.usage.output_tokens;
-            stats.cost_usd += billed.usage.cost_usd;
-            if billed.cached {
-                stats.cached += 1;
-                stats.saved_usd += billed.usage.cost_usd;
-            }
-            stats.usage_estimated |= billed.usage_estimated;
+        // A failed reply the server answered (rejected, cut short, unusable) was billed
+        // like any other; a cached one (replayed) counts its recorded cost, which is not
+        // spent again.
+        let (usage, cached, estimated, wait) = match &r {
+            Ok(resp) => (
+                resp.usage,
+                resp.cached,
+                resp.usage_estimated,
+                resp.limit_wait_ms,
+            ),
+            Err(e) => match e.billed() {
+                Some(b) => (b.usage, b.cached, b.usage_estimated, 0.0),
+                None => return,
+            },
+        };
+        stats.input_tokens += usage.input_tokens;
+        stats.output_tokens += usage.output_tokens;
+        stats.cost_usd += usage.cost_usd;
+        if cached {
+            stats.cached += 1;
+            stats.saved_usd += usage.cost_usd;
         }
-        if let Ok(resp) = &r {
-            stats.input_tokens += resp.usage.input_tokens;
-            stats.output_tokens += resp.usage.output_tokens;
-            stats.cost_usd += resp.usage.cost_usd;
-            if resp.cached {
-                // The recorded cost counts (the answer costs that much), but is not
-                // spent again.
-                stats.cached += 1;
-                stats.saved_usd += resp.usage.cost_usd;
-            }
-            stats.usage_estimated |= resp.usage_estimated;
-            stats.limit_wait_ms += resp.limit_wait_ms;
-        }
+        stats.usage_estimated |= estimated;
+        stats.limit_wait_ms += wait;
     });
     r
 }
