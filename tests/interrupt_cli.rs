@@ -365,3 +365,125 @@ edges:
     assert_eq!(st.code(), Some(130), "{st}");
     assert!(!out.join("eval.lock").exists(), "the lock file is removed");
 }
+
+/// An embeddings server on 127.0.0.1 that reads each request whole, counts it, waits
+/// `delay`, then answers one 2-dimensional vector per input.
+fn slow_embeddings(delay: Duration) -> Hung {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Headers, then Content-Length bytes of body.
+            let body = loop {
+                let Ok(n) = s.read(&mut chunk) else {
+                    break None;
+                };
+                if n == 0 {
+                    break None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let l = l.to_ascii_lowercase();
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break Some(buf[end + 4..end + 4 + len].to_vec());
+                    }
+                }
+            };
+            let Some(body) = body else { continue };
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(delay);
+            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let n = req["input"].as_array().map_or(1, Vec::len);
+            let data: Vec<Value> = (0..n)
+                .map(|i| json!({"object": "embedding", "index": i, "embedding": [1.0, 0.5]}))
+                .collect();
+            let out = json!({"object": "list", "data": data, "model": "emb",
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+            .to_string();
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+                out.len()
+            );
+        }
+    });
+    Hung { port, accepted }
+}
+
+#[test]
+fn a_signal_while_a_run_opens_its_index_ends_it_interrupted_before_its_first_node() {
+    // The corpus is embedded while `run` opens its resources; a SIGTERM then is not
+    // lost: the build finishes, and the run ends `interrupted` with its final trace line.
+    let server = slow_embeddings(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("corpus")).unwrap();
+    std::fs::write(
+        dir.path().join("corpus/a.md"),
+        "# Cargo\n\nCargo check checks code.\n",
+    )
+    .unwrap();
+    let text = format!(
+        r#"version: 1
+name: dense-slow
+state:
+  schema:
+    type: object
+    properties:
+      question: {{type: string}}
+      documents: {{type: array}}
+      answer: {{type: string}}
+models:
+  emb: {{provider: openai, model: emb, base_url: "{}", timeout_secs: 60, retries: 0}}
+retrievers:
+  docs: {{kind: dense, corpus: corpus, top_k: 1, embedding: emb}}
+output: {{answer: answer, documents: documents}}
+entry: retrieve
+nodes:
+  retrieve: {{kind: retrieve, retriever: docs, query: "{{{{ question }}}}", update: {{documents: output}}}}
+edges:
+  retrieve: END
+"#,
+        server.base()
+    );
+    let spec = dir.path().join("spec.yaml");
+    std::fs::write(&spec, text).unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mut child = ragloop(dir.path())
+        .arg("run")
+        .arg(&spec)
+        .args(["-q", "What does cargo check do?", "--trace"])
+        .arg(&trace)
+        .spawn()
+        .expect("spawn");
+    let stdout = stdout_text(&mut child);
+    let err = stderr_lines(&mut child);
+    server.wait_for(1, &mut child);
+    signal(&child, "TERM");
+    let st = wait_exit(&mut child, Duration::from_secs(60));
+    assert_eq!(
+        st.code(),
+        Some(130),
+        "{st}; stderr: {:?}",
+        err.lock().unwrap()
+    );
+    let last = last_json_line(&trace);
+    assert_eq!(last["final"], json!(true), "{last}");
+    assert_eq!(last["status"], json!("interrupted"), "{last}");
+    // Only the corpus was embedded: the run never reached its first node.
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
+    let out = stdout.join().unwrap();
+    assert!(out.contains("Status: interrupted"), "{out}");
+}

@@ -251,13 +251,6 @@ pub fn run(args: RunArgs) -> ExitCode {
     if let Err(e) = args.calls.apply(&mut opts, &inputs, false) {
         return usage(e);
     }
-    let resources = match Resources::prepare(&program, opts) {
-        Ok(r) => r,
-        Err(e) => {
-            ragloop::errln!("ragloop run: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -269,6 +262,17 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Installed before the resources open, so a signal while an index is built is
+    // not lost: the build finishes (a second signal exits at once), then the run ends
+    // `interrupted` before its first node.
+    let cancel = super::signals::install(&rt, "run");
+    let resources = match Resources::prepare(&program, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            ragloop::errln!("ragloop run: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let mut observers: Vec<Box<dyn Observer>> = Vec::new();
     if let Some(f) = trace_file {
         observers.push(Box::new(JsonlTrace::new(std::io::BufWriter::new(f))));
@@ -277,7 +281,6 @@ pub fn run(args: RunArgs) -> ExitCode {
         observers.push(Box::new(Verbose));
     }
     let mut obs = Tee(observers);
-    let cancel = super::signals::install(&rt, "run");
     match lines {
         None => {
             let input = RunInput { question, sets };
@@ -300,6 +303,17 @@ pub fn run(args: RunArgs) -> ExitCode {
             let mut stdout = std::io::stdout().lock();
             for (n, line) in text.lines().enumerate() {
                 if cancel.is_cancelled() {
+                    let left = text
+                        .lines()
+                        .skip(n)
+                        .filter(|l| !l.trim().is_empty())
+                        .count();
+                    if left > 0 {
+                        ragloop::errln!(
+                            "ragloop run: interrupted: {left} line(s) from line {} on not started",
+                            n + 1
+                        );
+                    }
                     break;
                 }
                 let lineno = n + 1;
