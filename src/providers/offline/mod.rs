@@ -109,14 +109,16 @@ impl OfflineParams {
                 match v.as_f64() {
                     Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
                     _ => Err(format!(
-                        "offline provider: param `{key}` must be a number between 0 and 1, got {v}"
+                        "param `{key}` must be a number between 0 and 1, got {v}"
                     )),
                 }
             };
             let count = |v: &Value, min: u64, max: u64| -> Result<usize, String> {
                 match v.as_u64() {
                     Some(n) if (min..=max).contains(&n) => Ok(n as usize),
-                    _ => Err(format!("offline provider: param `{key}` must be an integer from {min} to {max}, got {v}")),
+                    _ => Err(format!(
+                        "param `{key}` must be an integer from {min} to {max}, got {v}"
+                    )),
                 }
             };
             match key.as_str() {
@@ -131,13 +133,13 @@ impl OfflineParams {
                 "synonyms" => {
                     p.synonyms = value
                         .as_bool()
-                        .ok_or_else(|| format!("offline provider: param `synonyms` must be a boolean, got {value}"))?
+                        .ok_or_else(|| format!("param `synonyms` must be a boolean, got {value}"))?
                 }
                 "support_threshold" => p.support_threshold = unit(value)?,
                 "addresses_threshold" => p.addresses_threshold = unit(value)?,
                 other => {
                     return Err(format!(
-                        "offline provider: unknown param `{other}` (known: relevance_threshold, min_overlap, \
+                        "unknown param `{other}` (known: relevance_threshold, min_overlap, \
                          answer_min_coverage, sentence_min_coverage, max_sentences, min_gain, expansion_terms, feedback_docs, synonyms, \
                          support_threshold, addresses_threshold)"
                     ))
