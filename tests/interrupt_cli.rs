@@ -293,21 +293,19 @@ fn sigterm_ends_an_eval_with_every_finished_row_and_partial_reports() {
     assert!(!out.join("eval.lock").exists(), "the lock is released");
 }
 
-#[test]
-fn a_second_signal_exits_at_once_when_the_first_cannot_end_the_work() {
-    // The corpus is embedded (while the eval opens its resources) by a server that
-    // never answers: the first SIGTERM cannot cut that short, the second exits.
-    let server = hung();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("corpus")).unwrap();
+/// A project whose one retriever is dense over a one-file corpus, embedded by the
+/// model at `base` (`timeout_secs` per attempt, no retries): opening it embeds the
+/// corpus. Returns the spec path.
+fn dense_project(dir: &Path, base: &str, timeout_secs: u32) -> PathBuf {
+    std::fs::create_dir_all(dir.join("corpus")).unwrap();
     std::fs::write(
-        dir.path().join("corpus/a.md"),
+        dir.join("corpus/a.md"),
         "# Cargo\n\nCargo check checks code.\n",
     )
     .unwrap();
     let text = format!(
         r#"version: 1
-name: dense-hung
+name: dense
 state:
   schema:
     type: object
@@ -316,7 +314,7 @@ state:
       documents: {{type: array}}
       answer: {{type: string}}
 models:
-  emb: {{provider: openai, model: emb, base_url: "{}", timeout_secs: 300, retries: 0}}
+  emb: {{provider: openai, model: emb, base_url: "{base}", timeout_secs: {timeout_secs}, retries: 0}}
 retrievers:
   docs: {{kind: dense, corpus: corpus, top_k: 1, embedding: emb}}
 output: {{answer: answer, documents: documents}}
@@ -325,11 +323,20 @@ nodes:
   retrieve: {{kind: retrieve, retriever: docs, query: "{{{{ question }}}}", update: {{documents: output}}}}
 edges:
   retrieve: END
-"#,
-        server.base()
+"#
     );
-    let spec = dir.path().join("spec.yaml");
+    let spec = dir.join("spec.yaml");
     std::fs::write(&spec, text).unwrap();
+    spec
+}
+
+#[test]
+fn a_second_signal_exits_at_once_when_the_first_cannot_end_the_work() {
+    // The corpus is embedded (while the eval opens its resources) by a server that
+    // never answers: the first SIGTERM cannot cut that short, the second exits.
+    let server = hung();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dense_project(dir.path(), &server.base(), 300);
     let data = dataset(dir.path());
     let out = dir.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -429,37 +436,7 @@ fn a_signal_while_a_run_opens_its_index_ends_it_interrupted_before_its_first_nod
     // lost: the build finishes, and the run ends `interrupted` with its final trace line.
     let server = slow_embeddings(Duration::from_secs(2));
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("corpus")).unwrap();
-    std::fs::write(
-        dir.path().join("corpus/a.md"),
-        "# Cargo\n\nCargo check checks code.\n",
-    )
-    .unwrap();
-    let text = format!(
-        r#"version: 1
-name: dense-slow
-state:
-  schema:
-    type: object
-    properties:
-      question: {{type: string}}
-      documents: {{type: array}}
-      answer: {{type: string}}
-models:
-  emb: {{provider: openai, model: emb, base_url: "{}", timeout_secs: 60, retries: 0}}
-retrievers:
-  docs: {{kind: dense, corpus: corpus, top_k: 1, embedding: emb}}
-output: {{answer: answer, documents: documents}}
-entry: retrieve
-nodes:
-  retrieve: {{kind: retrieve, retriever: docs, query: "{{{{ question }}}}", update: {{documents: output}}}}
-edges:
-  retrieve: END
-"#,
-        server.base()
-    );
-    let spec = dir.path().join("spec.yaml");
-    std::fs::write(&spec, text).unwrap();
+    let spec = dense_project(dir.path(), &server.base(), 60);
     let trace = dir.path().join("trace.jsonl");
     let mut child = ragloop(dir.path())
         .arg("run")

@@ -2,29 +2,13 @@
 //! `--model` keeping a model's other settings, and the small `run` input checks:
 //! a `--set` of the wrong type, an empty `--input`, integer-valued floats.
 
+use crate::providers_support::ragloop_isolated as ragloop;
 use crate::providers_support::*;
-use assert_cmd::Command;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 // The structured one-node specs end `exhausted` (exit 3): their answer field holds
 // an object, not answer text.
-/// `ragloop`, with no OpenAI key and a response cache of its own (a cached answer
-/// would hide the requests these tests count).
-fn ragloop() -> Command {
-    static CACHE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(|| tempfile::tempdir().unwrap());
-    let mut c = Command::cargo_bin("ragloop").unwrap();
-    c.env_remove("OPENAI_API_KEY")
-        .env("RAGLOOP_CACHE_DIR", cache.path().join(uuid_like()));
-    c
-}
-
-/// A fresh name per command: every command starts with an empty cache.
-fn uuid_like() -> String {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    format!("c{}", N.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
-}
 
 /// A server answering every request with a verdict as JSON text (what a
 /// `json_schema` reply looks like); a tool-call request is answered the same way,

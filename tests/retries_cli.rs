@@ -3,8 +3,8 @@
 //! in the trace — for network providers (retried inside the HTTP call) and for the
 //! providers the runtime wraps in its own retry loop alike.
 
+use crate::providers_support::ragloop_isolated as ragloop;
 use crate::providers_support::*;
-use assert_cmd::Command;
 use ragloop::providers::{LlmRequest, LlmResponse, Provider, ProviderError};
 use ragloop::retries::RetryEvent;
 use ragloop::runtime::{Observer, RunResult, StepRecord};
@@ -13,23 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-/// `ragloop`, with no OpenAI key and a response cache of its own (a cached answer
-/// would hide the requests these tests count).
-fn ragloop() -> Command {
-    static CACHE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(|| tempfile::tempdir().unwrap());
-    let mut c = Command::cargo_bin("ragloop").unwrap();
-    c.env_remove("OPENAI_API_KEY")
-        .env("RAGLOOP_CACHE_DIR", cache.path().join(uuid_like()));
-    c
-}
-
-/// A fresh name per command: every command starts with an empty cache.
-fn uuid_like() -> String {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    format!("c{}", N.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
-}
 
 fn verdict() -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(openai_tool_call(

@@ -221,3 +221,20 @@ pub fn max_in_window(seen: &[Instant], window_ms: u64) -> usize {
     }
     best
 }
+
+/// `ragloop`, with no OpenAI key and a response cache of its own (a cached answer
+/// would hide the requests these tests count).
+pub fn ragloop_isolated() -> assert_cmd::Command {
+    static CACHE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(|| tempfile::tempdir().unwrap());
+    let mut c = assert_cmd::Command::cargo_bin("ragloop").unwrap();
+    c.env_remove("OPENAI_API_KEY")
+        .env("RAGLOOP_CACHE_DIR", cache.path().join(uuid_like()));
+    c
+}
+
+/// A fresh name per command: every command starts with an empty cache.
+fn uuid_like() -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    format!("c{}", N.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+}
