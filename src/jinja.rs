@@ -26,6 +26,8 @@
 use minijinja::value::Value as JValue;
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
 
+mod comparisons;
+pub use comparisons::comparison_operands;
 mod paths;
 mod undefined;
 pub use undefined::{

@@ -5,7 +5,7 @@ use super::dataset::Item;
 use super::metrics::row_metrics;
 use super::store::{Row, Usage, Writer};
 use crate::retries::RetryEvent;
-use crate::runtime::eval::Compiled;
+use crate::runtime::expr::Compiled;
 use crate::runtime::{
     load_program, load_program_with, run_until, CancellationToken, LoadError, Observer, Program,
     ResourceOptions, Resources, RunInput, RunResult, StepRecord,

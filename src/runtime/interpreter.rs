@@ -14,7 +14,7 @@
 //! - `max_visits: N` on a node: the node runs at most N times. Its (N+1)-th entry stops
 //!   the run with status `limit`, naming the node, before running it.
 //! - Neither bound counts END.
-use super::eval::{to_jinja, Mirror, Scope};
+use super::expr::{to_jinja, Mirror, Scope};
 use super::nodes::{exec, name, Meter, UpdateNames};
 use super::program::{Body, EdgeProg, NodeProg, Program};
 use super::resources::Resources;

@@ -20,7 +20,7 @@
 //! println!("{} {:?}", result.status, result.answer);
 //! # Ok(()) }
 //! ```
-pub mod eval;
+pub mod expr;
 mod integers;
 pub mod interpreter;
 mod nodes;

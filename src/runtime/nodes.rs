@@ -1,6 +1,6 @@
 //! Running one node: retrieval, tool search, LLM calls (with fan-out, retries and
 //! schema repair turns), and the names `update` values can read.
-use super::eval::{render, to_jinja, to_json, Compiled, Mirror, Names, Scope};
+use super::expr::{render, to_jinja, to_json, Compiled, Mirror, Names, Scope};
 use super::program::{Body, LlmProg, NodeProg, Program};
 use super::resources::Resources;
 use super::trace::LlmStats;
@@ -218,7 +218,7 @@ pub(super) async fn exec(
                 Some((Value::Array(json), jinja)) => {
                     let j: Vec<JValue> = jinja
                         .try_iter()
-                        .map_err(|e| not_list(super::eval::describe(&e)))?
+                        .map_err(|e| not_list(super::expr::describe(&e)))?
                         .collect();
                     j.into_iter().zip(json.iter().cloned()).collect()
                 }
@@ -240,7 +240,7 @@ pub(super) async fn exec(
                     let mut out = Vec::new();
                     for v in list
                         .try_iter()
-                        .map_err(|e| not_list(super::eval::describe(&e)))?
+                        .map_err(|e| not_list(super::expr::describe(&e)))?
                     {
                         let j = to_json(&v).map_err(not_list)?;
                         out.push((v, j));

@@ -1,6 +1,6 @@
 //! A spec compiled for running: templates, expressions and schemas compiled once,
 //! node names turned into indices.
-use super::eval::{Compiled, Engine, EngineBuilder, Expr};
+use super::expr::{Compiled, Engine, EngineBuilder, Expr};
 use super::state::SchemaCheck;
 use crate::spec::source::Sources;
 use crate::spec::types::{
@@ -77,7 +77,7 @@ impl PromptPart {
     pub fn render(&self, scope: &minijinja::value::Value) -> Result<String, String> {
         match self {
             PromptPart::Static(s) => Ok(s.clone()),
-            PromptPart::Template(t) => super::eval::render(t, scope),
+            PromptPart::Template(t) => super::expr::render(t, scope),
         }
     }
 }
