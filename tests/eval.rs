@@ -144,6 +144,24 @@ fn close(v: &Value, x: f64) -> bool {
 }
 
 #[test]
+fn retrieval_passes_come_from_the_step_records_whatever_the_update_stores() {
+    // The retrieve node keeps a slice of its output, not `output` itself: the pass
+    // is still the documents the search returned (read from the step record).
+    let env = Env::new(tiny_fixture(), &tiny());
+    let o = env
+        .cmd()
+        .args(["--variants", "base", "--concurrency", "1"])
+        .args(["--override", "nodes.retrieve.update.documents=output[:1]"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = env.rows();
+    let q1 = rows.iter().find(|r| r["id"] == "q1").unwrap();
+    assert_eq!(q1["retrieved"], json!([["cargo.md"]]));
+    assert_eq!(q1["metrics"]["recall"], json!([1.0]));
+}
+
+#[test]
 fn metrics_on_a_hand_made_dataset() {
     let env = Env::new(tiny_fixture(), &tiny());
     let o = env

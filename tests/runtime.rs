@@ -400,6 +400,38 @@ fn trace_has_one_line_per_step_and_a_final_line() {
 }
 
 #[test]
+fn a_retrieve_step_record_carries_its_documents_in_rank_order() {
+    // Eval reads a run's retrieval passes from these records: id and source
+    // (`metadata.source`, else the id) of every document the search returned.
+    let prog = arsc(false);
+    let buf = Shared::default();
+    let mut trace = JsonlTrace::new(buf.clone());
+    let mut bare = doc("d2", "y");
+    bare.metadata.clear();
+    let r = run_scripted(
+        &prog,
+        scripted(json!({"grader": [grade("d1", true), grade("d2", false)], "generator": ["ans"]})),
+        vec![vec![doc("d1", "x"), bare]],
+        "q",
+        vec![],
+        &mut trace,
+    );
+    assert_eq!(r.status, Status::Generated);
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], json!("retrieve"));
+    assert_eq!(
+        lines[0]["documents"],
+        json!([{"id": "d1", "source": "d1.html"}, {"id": "d2", "source": "d2"}])
+    );
+    // Steps of other kinds have no `documents` key.
+    assert!(lines[1].get("documents").is_none(), "{}", lines[1]);
+}
+
+#[test]
 fn provider_failure_mid_run_keeps_the_trace() {
     let prog = arsc(false);
     let buf = Shared::default();

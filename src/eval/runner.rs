@@ -5,13 +5,10 @@ use super::dataset::Item;
 use super::metrics::row_metrics;
 use super::store::{Row, Usage, Writer};
 use crate::retries::RetryEvent;
-use crate::runtime::expr::Compiled;
 use crate::runtime::{
     load_program, load_program_with, run_until, CancellationToken, LoadError, Observer, Program,
     ResourceOptions, Resources, RunInput, RunResult, StepRecord,
 };
-use crate::spec::types::Reducer;
-use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -232,54 +229,10 @@ pub fn open(
         .collect()
 }
 
-/// Which state field a retrieve node writes its documents to, and how.
-type Targets = Arc<HashMap<String, Target>>;
-
-#[derive(Clone, Debug)]
-struct Target {
-    field: String,
-    append: bool,
-}
-
-fn retrieval_targets(program: &Program) -> HashMap<String, Target> {
-    let mut out = HashMap::new();
-    for n in program.nodes.iter().filter(|n| n.kind == "retrieve") {
-        let mut best: Option<Target> = None;
-        for (field, reducer, value) in &n.update {
-            if matches!(value, Compiled::Name(x) if &**x == "output") {
-                let t = Target {
-                    field: field.clone(),
-                    append: *reducer == Reducer::Append,
-                };
-                if !t.append {
-                    best = Some(t);
-                    break;
-                }
-                best.get_or_insert(t);
-            }
-        }
-        if let Some(t) = best {
-            out.insert(n.name.clone(), t);
-        }
-    }
-    out
-}
-
-fn doc_source(d: &Value) -> String {
-    d.pointer("/metadata/source")
-        .and_then(Value::as_str)
-        .or_else(|| d.get("id").and_then(Value::as_str))
-        .unwrap_or("")
-        .to_string()
-}
-
-/// Collects, for each execution of a `retrieve` node, the sources of the documents
-/// it returned: the field its `update` sets to `output` (replace reducer preferred;
-/// with `append`, the elements added by this step). A retrieve node that does not
-/// store its output verbatim records an empty pass.
+/// Collects, for each successful execution of a `retrieve` node, the sources of the
+/// documents it returned, in rank order, from its step record
+/// ([`StepRecord::documents`]).
 struct Capture {
-    targets: Arc<HashMap<String, Target>>,
-    lengths: HashMap<String, usize>,
     passes: Vec<Vec<String>>,
     /// Where retries go, with the run's variant and question id.
     on_retry: Option<(OnRetry, String, String)>,
@@ -296,32 +249,10 @@ impl Observer for Capture {
         }
     }
     fn step(&mut self, r: &StepRecord) {
-        let target = (r.kind == "retrieve" && r.error.is_none())
-            .then(|| self.targets.get(&r.node))
-            .flatten();
         if r.kind == "retrieve" && r.error.is_none() {
-            let docs = target
-                .and_then(|t| r.delta.get(&t.field).map(|v| (t, v)))
-                .and_then(|(t, v)| v.as_array().map(|a| (t, a)))
-                .map(|(t, a)| {
-                    let skip = if t.append {
-                        self.lengths
-                            .get(&t.field)
-                            .copied()
-                            .unwrap_or(0)
-                            .min(a.len())
-                    } else {
-                        0
-                    };
-                    a[skip..].iter().map(doc_source).collect()
-                })
-                .unwrap_or_default();
-            self.passes.push(docs);
-        }
-        for (k, v) in &r.delta {
-            if let Some(a) = v.as_array() {
-                self.lengths.insert(k.clone(), a.len());
-            }
+            let docs = r.documents.as_deref().unwrap_or_default();
+            self.passes
+                .push(docs.iter().map(|d| d.source.clone()).collect());
         }
     }
     fn finish(&mut self, _: &RunResult) {}
@@ -362,20 +293,16 @@ pub fn make_row(
 
 /// Runs one question under one prepared variant.
 pub async fn run_one(p: &Prepared, item: &Item) -> Row {
-    let targets = Arc::new(retrieval_targets(&p.program));
-    run_with_targets(p, item, targets, None, &CancellationToken::new()).await
+    run_observed(p, item, None, &CancellationToken::new()).await
 }
 
-async fn run_with_targets(
+async fn run_observed(
     p: &Prepared,
     item: &Item,
-    targets: Arc<HashMap<String, Target>>,
     on_retry: Option<OnRetry>,
     cancel: &CancellationToken,
 ) -> Row {
     let mut cap = Capture {
-        targets,
-        lengths: HashMap::new(),
         passes: Vec::new(),
         on_retry: on_retry.map(|f| (f, p.name.clone(), item.id.clone())),
     };
@@ -435,17 +362,14 @@ pub async fn execute(
             }
         }
     }
-    let shared: Vec<(Arc<Prepared>, Targets)> = variants
+    let shared: Vec<Arc<Prepared>> = variants
         .iter()
         .map(|v| {
-            (
-                Arc::new(Prepared {
-                    name: v.name.clone(),
-                    program: Arc::clone(&v.program),
-                    resources: Arc::clone(&v.resources),
-                }),
-                Arc::new(retrieval_targets(&v.program)),
-            )
+            Arc::new(Prepared {
+                name: v.name.clone(),
+                program: Arc::clone(&v.program),
+                resources: Arc::clone(&v.resources),
+            })
         })
         .collect();
     let mut pending = queue.into_iter();
@@ -458,11 +382,11 @@ pub async fn execute(
             let Some((vi, item)) = pending.next() else {
                 break;
             };
-            let (p, t) = (Arc::clone(&shared[vi].0), Arc::clone(&shared[vi].1));
+            let p = Arc::clone(&shared[vi]);
             let it = Arc::clone(&item);
             let on_retry = on_retry.clone();
             let c = cancel.clone();
-            let h = set.spawn(async move { run_with_targets(&p, &it, t, on_retry, &c).await });
+            let h = set.spawn(async move { run_observed(&p, &it, on_retry, &c).await });
             meta.insert(h.id(), (vi, item));
         }
         let Some(joined) = set.join_next_with_id().await else {

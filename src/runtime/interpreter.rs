@@ -20,7 +20,7 @@ use super::program::{Body, EdgeProg, NodeProg, Program};
 use super::resources::Resources;
 use super::state::{initial_state, reduce};
 use super::status::Status;
-use super::trace::{unix_ms, Arm, LlmStats, Observer, Route, StepRecord};
+use super::trace::{unix_ms, Arm, LlmStats, Observer, RetrievedDoc, Route, StepRecord};
 use super::{RunInput, RunResult, RunUsage};
 use crate::retries::RetryEvent;
 use minijinja::value::Value as JValue;
@@ -147,6 +147,7 @@ pub async fn run_until(
         let mut record = |delta: Map<String, Value>,
                           route: Option<Route>,
                           llm: Option<LlmStats>,
+                          documents: Option<Vec<RetrievedDoc>>,
                           error: Option<String>| {
             if tracing {
                 obs.step(&StepRecord {
@@ -159,6 +160,7 @@ pub async fn run_until(
                     delta,
                     route,
                     llm,
+                    documents,
                     error,
                     retries: std::mem::take(&mut retries),
                 });
@@ -171,7 +173,7 @@ pub async fn run_until(
                 if let Some(l) = &llm {
                     result.usage.add_stats(l);
                 }
-                record(Map::new(), None, llm, Some(msg.clone()));
+                record(Map::new(), None, llm, None, Some(msg.clone()));
                 result.status = Status::Interrupted;
                 result.error = Some(msg);
                 return finish(program, result, state, last, obs);
@@ -182,7 +184,7 @@ pub async fn run_until(
                 if let Some(l) = &llm {
                     result.usage.add_stats(l);
                 }
-                record(Map::new(), None, llm, Some(msg.clone()));
+                record(Map::new(), None, llm, None, Some(msg.clone()));
                 result.fail(msg);
                 return finish(program, result, state, last, obs);
             }
@@ -214,7 +216,7 @@ pub async fn run_until(
                     Ok(v) => writes.push((field, *reducer, v)),
                     Err(e) => {
                         let msg = format!("node `{}`: update of `{field}`: {e}", node.name);
-                        record(Map::new(), None, out.llm, Some(msg.clone()));
+                        record(Map::new(), None, out.llm, out.documents.clone(), Some(msg.clone()));
                         result.fail(msg);
                         return finish(program, result, state, last, obs);
                     }
@@ -236,7 +238,7 @@ pub async fn run_until(
                     }
                     Err(e) => {
                         let msg = format!("node `{}`: update of `{field}`: {e}", node.name);
-                        record(delta, None, out.llm, Some(msg.clone()));
+                        record(delta, None, out.llm, out.documents.clone(), Some(msg.clone()));
                         result.fail(msg);
                         return finish(program, result, state, last, obs);
                     }
@@ -252,7 +254,7 @@ pub async fn run_until(
                 "node `{}`: the update makes {field} violate the state schema: {v}",
                 node.name
             );
-            record(delta, None, out.llm, Some(msg.clone()));
+            record(delta, None, out.llm, out.documents.clone(), Some(msg.clone()));
             result.fail(msg);
             return finish(program, result, state, last, obs);
         }
@@ -261,7 +263,7 @@ pub async fn run_until(
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("node `{}`: edge: {e}", node.name);
-                record(delta, None, out.llm, Some(msg.clone()));
+                record(delta, None, out.llm, out.documents.clone(), Some(msg.clone()));
                 result.fail(msg);
                 return finish(program, result, state, last, obs);
             }
@@ -279,6 +281,7 @@ pub async fn run_until(
                     predicate: route.2,
                 }),
                 out.llm,
+                out.documents.clone(),
                 None,
             );
         }

@@ -3,7 +3,7 @@
 use super::expr::{render, to_jinja, to_json, Compiled, Mirror, Names, Scope};
 use super::program::{Body, LlmProg, NodeProg, Program};
 use super::resources::Resources;
-use super::trace::LlmStats;
+use super::trace::{LlmStats, RetrievedDoc};
 use crate::providers::{LlmRequest, LlmResponse, Message, Provider, ProviderError};
 use futures::future::BoxFuture;
 use futures::StreamExt;
@@ -21,6 +21,9 @@ pub(super) struct NodeOut {
     pub(super) inputs: Inputs,
     pub(super) inputs_json: Map<String, Value>,
     pub(super) llm: Option<LlmStats>,
+    /// The documents a `retrieve` or `tool` node returned, in rank order (for its
+    /// step record).
+    pub(super) documents: Option<Vec<RetrievedDoc>>,
 }
 
 impl NodeOut {
@@ -36,6 +39,7 @@ impl NodeOut {
             inputs: Vec::new(),
             inputs_json: Map::new(),
             llm: None,
+            documents: None,
         }
     }
 }
@@ -117,6 +121,33 @@ impl Meter {
     }
 }
 
+/// The step-record view of retrieved documents (id and source), in rank order.
+fn retrieved(docs: &[crate::retrieval::Document]) -> Vec<RetrievedDoc> {
+    docs.iter()
+        .map(|d| RetrievedDoc {
+            id: d.id.clone(),
+            source: doc_source(d).to_string(),
+        })
+        .collect()
+}
+
+/// A document's source: `metadata.source` when it is a string, else its `id`.
+// Area `layers` moves this rule into one function of `retrieval`.
+fn doc_source(d: &crate::retrieval::Document) -> &str {
+    d.metadata
+        .get("source")
+        .and_then(Value::as_str)
+        .unwrap_or(&d.id)
+}
+
+/// A retrieve or tool node's output: the documents as JSON, their record view.
+fn documents_out(docs: Vec<crate::retrieval::Document>, node: &NodeProg) -> NodeOut {
+    let refs = retrieved(&docs);
+    let mut o = NodeOut::plain(Some(documents_json(docs)), node);
+    o.documents = Some(refs);
+    o
+}
+
 fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
     Value::Array(
         docs.into_iter()
@@ -157,7 +188,7 @@ pub(super) async fn exec(
                 .search(&q, *top_k)
                 .await
                 .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
-            Ok(NodeOut::plain(Some(documents_json(docs)), node))
+            Ok(documents_out(docs, node))
         }
         Body::Tool { tool, query } => {
             let spec = program
@@ -186,7 +217,7 @@ pub(super) async fn exec(
                     format!("{own}{e}")
                 })
             })?;
-            Ok(NodeOut::plain(Some(documents_json(docs)), node))
+            Ok(documents_out(docs, node))
         }
         Body::Llm(call) => {
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;

@@ -6,7 +6,9 @@
 //! (the state fields written, with their values after the reducers), "route": {"to",
 //! "arm" (index, "else" or "static"), "predicate"}, "llm": {"calls", "cached",
 //! "input_tokens", "output_tokens", "cost_usd", "saved_usd", "latency_ms"}}` (`cached`:
-//! calls answered from the response cache or a cassette, see [`LlmStats`]), a
+//! calls answered from the response cache or a cassette, see [`LlmStats`]),
+//! `"documents": [{"id", "source"}]` on a `retrieve` or `tool` step (what its search
+//! returned, in rank order; `source` is `metadata.source`, else the id), a
 //! `"retries"` list when calls of the step were retried (one
 //! [`crate::retries::RetryEvent`] each: `{"node", "item", "attempt", "attempts",
 //! "after", "delay_ms"}`), and an `"error"` key on the step that failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
@@ -95,6 +97,15 @@ impl LlmStats {
     }
 }
 
+/// One document a `retrieve` or `tool` step returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetrievedDoc {
+    /// The document id (a chunk id, or the UUID of a web result).
+    pub id: String,
+    /// Its source: `metadata.source` when that is a string, else the id.
+    pub source: String,
+}
+
 /// One executed step.
 #[derive(Clone, Debug, Serialize)]
 pub struct StepRecord {
@@ -118,6 +129,10 @@ pub struct StepRecord {
     /// LLM usage (absent for nodes without LLM calls).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmStats>,
+    /// The documents a `retrieve` or `tool` step returned, in rank order (absent for
+    /// other kinds and for a step that failed before its search returned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub documents: Option<Vec<RetrievedDoc>>,
     /// The error that stopped the run at this step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
