@@ -213,9 +213,9 @@ fn second_run_hits_the_cache_for_temperature_0_only() {
     assert_eq!(b.usage.calls, 2);
     assert_eq!(b.usage.cached_calls, 1);
     // Same figures as the first run; the money spent is cost - saved.
-    assert_eq!(b.usage.cost_usd, a.usage.cost_usd);
+    assert_eq!(b.usage.tokens.cost_usd, a.usage.tokens.cost_usd);
     assert_eq!(b.usage.saved_usd, 0.25);
-    assert_eq!(b.usage.input_tokens, a.usage.input_tokens);
+    assert_eq!(b.usage.tokens.input_tokens, a.usage.tokens.input_tokens);
     assert_eq!(cache.stats(), (1, 1));
 
     // Another question is another key.
@@ -370,8 +370,11 @@ fn recording_covers_cache_hits_and_calls_after_retries_and_replays_them() {
     let replayed = replay_run(&prog, &cas);
     assert_eq!(replayed.answer, live.answer);
     assert_eq!((replayed.usage.calls, replayed.usage.cached_calls), (2, 2));
-    assert_eq!(replayed.usage.input_tokens, live.usage.input_tokens);
-    assert_eq!(replayed.usage.cost_usd, live.usage.cost_usd);
+    assert_eq!(
+        replayed.usage.tokens.input_tokens,
+        live.usage.tokens.input_tokens
+    );
+    assert_eq!(replayed.usage.tokens.cost_usd, live.usage.tokens.cost_usd);
     assert_eq!(replayed.usage.saved_usd, 0.5);
     assert_eq!(mock.calls.load(Ordering::SeqCst), 3);
 }

@@ -96,7 +96,7 @@ fn a_failed_item_cancels_its_stalled_siblings_and_keeps_the_finished_usage() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
     // The finished sibling's usage is billed; charlie's cancelled call reported none.
     assert_eq!(
-        (r.usage.input_tokens, r.usage.output_tokens),
+        (r.usage.tokens.input_tokens, r.usage.tokens.output_tokens),
         (11, 7),
         "{:?}",
         r.usage

@@ -237,8 +237,11 @@ fn every_failed_reply_that_reports_usage_is_billed() {
             let (e, r) = failing(&model).await;
             assert!(e.contains(says), "{e}");
             assert_eq!(requests(&server).await, 1, "{e}");
-            assert_eq!(r.usage.input_tokens, input, "{provider} {says}: {e}");
-            assert_eq!(r.usage.output_tokens, output, "{provider} {says}: {e}");
+            assert_eq!(r.usage.tokens.input_tokens, input, "{provider} {says}: {e}");
+            assert_eq!(
+                r.usage.tokens.output_tokens, output,
+                "{provider} {says}: {e}"
+            );
         }
     });
 }

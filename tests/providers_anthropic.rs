@@ -89,9 +89,12 @@ fn request_shape_tool_use_and_usage() {
         let r = run_async(&program(&p), "Is Rust fast?").await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_eq!(r.state["answer"], json!({"verdict": "yes"}));
-        assert_eq!(r.usage.input_tokens, 25, "cache reads count as input");
-        assert_eq!(r.usage.output_tokens, 9);
-        assert!((r.usage.cost_usd - (25.0 * 3.0 + 9.0 * 15.0) / 1e6).abs() < 1e-12);
+        assert_eq!(
+            r.usage.tokens.input_tokens, 25,
+            "cache reads count as input"
+        );
+        assert_eq!(r.usage.tokens.output_tokens, 9);
+        assert!((r.usage.tokens.cost_usd - (25.0 * 3.0 + 9.0 * 15.0) / 1e6).abs() < 1e-12);
         let b = &bodies(&server).await[0];
         assert_eq!(b["model"], "claude-test");
         assert_eq!(

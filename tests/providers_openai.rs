@@ -144,9 +144,9 @@ fn tool_call_request_shape_and_result() {
         let r = run_async(&program(&p), "Is Rust fast?").await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_eq!(r.state["answer"], json!({"verdict": "yes", "score": 0.5}));
-        assert_eq!(r.usage.input_tokens, 11);
-        assert_eq!(r.usage.output_tokens, 7);
-        assert!((r.usage.cost_usd - (11.0 * 1.0 + 7.0 * 2.0) / 1e6).abs() < 1e-12);
+        assert_eq!(r.usage.tokens.input_tokens, 11);
+        assert_eq!(r.usage.tokens.output_tokens, 7);
+        assert!((r.usage.tokens.cost_usd - (11.0 * 1.0 + 7.0 * 2.0) / 1e6).abs() < 1e-12);
         let b = &bodies(&server).await[0];
         assert_eq!(b["model"], "test-model");
         assert_eq!(b["temperature"], json!(0.2));
@@ -283,7 +283,7 @@ fn text_output_and_lenient_parsing() {
         let r = run_async(&program(&p), "What does cargo check do?").await;
         assert_eq!(r.status, Status::Generated, "{:?}", r.error);
         assert_eq!(r.answer.as_deref(), Some("Cargo check type-checks."));
-        assert!(r.usage.input_tokens > 0 && r.usage.output_tokens > 0, "estimated usage");
+        assert!(r.usage.tokens.input_tokens > 0 && r.usage.tokens.output_tokens > 0, "estimated usage");
         let b = &bodies(&server).await[0];
         assert!(b.get("tools").is_none() && b.get("response_format").is_none());
     });
@@ -474,9 +474,9 @@ fn rejected_replies_are_counted_in_usage() {
         let r = run_async(&program(&p), "q").await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_eq!(r.usage.calls, 2);
-        assert_eq!(r.usage.input_tokens, 22);
-        assert_eq!(r.usage.output_tokens, 14);
-        assert!((r.usage.cost_usd - 2.0 * (11.0 + 14.0) / 1e6).abs() < 1e-12);
+        assert_eq!(r.usage.tokens.input_tokens, 22);
+        assert_eq!(r.usage.tokens.output_tokens, 14);
+        assert!((r.usage.tokens.cost_usd - 2.0 * (11.0 + 14.0) / 1e6).abs() < 1e-12);
         // A failed run still reports what its rejected attempts cost.
         let server = MockServer::start().await;
         mount(&server, vec![ok(openai_text("Yes."))]).await;
@@ -484,8 +484,8 @@ fn rejected_replies_are_counted_in_usage() {
         let r = run_async(&program(&p), "q").await;
         assert_eq!(r.status, Status::Failed);
         assert_eq!(r.usage.calls, 2);
-        assert_eq!(r.usage.input_tokens, 22);
-        assert_eq!(r.usage.output_tokens, 14);
+        assert_eq!(r.usage.tokens.input_tokens, 22);
+        assert_eq!(r.usage.tokens.output_tokens, 14);
     });
 }
 
@@ -519,7 +519,7 @@ fn rejected_replies_are_recorded_with_their_usage_and_replayed_with_it() {
         let res = Resources::prepare(&prog, opts).expect("resources");
         let r = run(&prog, &res, &input, &mut NoTrace).await;
         assert!(r.error.is_none(), "{:?}", r.error);
-        assert_eq!((r.usage.calls, r.usage.input_tokens), (2, 22));
+        assert_eq!((r.usage.calls, r.usage.tokens.input_tokens), (2, 22));
         let lines: Vec<Value> = std::fs::read_to_string(&cas)
             .unwrap()
             .lines()
@@ -540,7 +540,11 @@ fn rejected_replies_are_recorded_with_their_usage_and_replayed_with_it() {
         let r = run(&prog, &res, &input, &mut NoTrace).await;
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_eq!(
-            (r.usage.calls, r.usage.input_tokens, r.usage.output_tokens),
+            (
+                r.usage.calls,
+                r.usage.tokens.input_tokens,
+                r.usage.tokens.output_tokens
+            ),
             (2, 22, 14)
         );
         assert_eq!(r.usage.cached_calls, 2);

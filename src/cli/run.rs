@@ -114,7 +114,7 @@ fn print_human(r: &RunResult) {
     );
     let _ = writeln!(out, "Status: {}", r.status);
     // Paid runs say what they cost.
-    if r.usage.cost_usd > 0.0 {
+    if r.usage.tokens.cost_usd > 0.0 {
         let _ = writeln!(out, "Usage: {}", r.usage.summary());
     }
     if r.usage.cached_calls > 0 {

@@ -429,9 +429,9 @@ pub fn value(name: &str, row: &Row, labelled: bool, unanswerable: bool) -> Optio
         "declined_answerable" => (!unanswerable).then(|| b(m.declined)),
         "failed" => Some(b(row.status == Status::Failed)),
         "calls" => Some(row.usage.calls as f64),
-        "input_tokens" => Some(row.usage.input_tokens as f64),
-        "output_tokens" => Some(row.usage.output_tokens as f64),
-        "cost_usd" => Some(row.usage.cost_usd),
+        "input_tokens" => Some(row.usage.tokens.input_tokens as f64),
+        "output_tokens" => Some(row.usage.tokens.output_tokens as f64),
+        "cost_usd" => Some(row.usage.tokens.cost_usd),
         "latency_ms" => Some(row.latency_ms),
         _ => None,
     }

@@ -277,12 +277,7 @@ pub fn make_row(
         iterations: r.iterations,
         steps: r.steps,
         retrieved,
-        usage: Usage {
-            calls: r.usage.calls,
-            input_tokens: r.usage.input_tokens,
-            output_tokens: r.usage.output_tokens,
-            cost_usd: r.usage.cost_usd,
-        },
+        usage: Usage::from(&r.usage),
         latency_ms,
         error: r.error.clone(),
         metrics: Default::default(),

@@ -31,17 +31,41 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
-/// LLM usage of a row.
+/// LLM usage of a row, and summed over rows (the summary's `totals`).
+///
+/// JSON: `{"calls", "input_tokens", "output_tokens", "cost_usd"}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// LLM calls (repairs included).
     pub calls: u64,
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
-    /// Cost in US dollars.
-    pub cost_usd: f64,
+    /// Prompt and completion tokens and their cost in US dollars (flattened).
+    #[serde(flatten)]
+    pub tokens: crate::providers::Usage,
+}
+
+impl From<&crate::runtime::RunUsage> for Usage {
+    fn from(u: &crate::runtime::RunUsage) -> Usage {
+        Usage {
+            calls: u.calls,
+            tokens: u.tokens,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.calls += o.calls;
+        self.tokens += o.tokens;
+    }
+}
+
+impl std::iter::Sum for Usage {
+    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
+        iter.fold(Usage::default(), |mut a, b| {
+            a += b;
+            a
+        })
+    }
 }
 
 /// One results.jsonl row (see the module docs).
@@ -332,6 +356,21 @@ mod tests {
             error: None,
             metrics: RowMetrics::default(),
         }
+    }
+
+    #[test]
+    fn a_row_of_an_older_results_file_reads_and_writes_back_byte_for_byte() {
+        // The usage object (calls + the flattened token counts) keeps its keys and order.
+        let line = r#"{"variant":"base","id":"rb-001","kind":"direct","status":"generated","answer":"a","sources":["x.html"],"path":["retrieve"],"iterations":1,"steps":4,"retrieved":[["x.html"]],"usage":{"calls":6,"input_tokens":4407,"output_tokens":246,"cost_usd":0.25},"latency_ms":16.5,"error":null,"metrics":{"must_contain_hit":true,"must_contain_terms":1.0,"f1":0.5,"recall":[1.0],"precision":[1.0],"declined":false,"loop_bound":false}}"#;
+        let row: Row = serde_json::from_str(line).unwrap();
+        assert_eq!(row.usage.calls, 6);
+        assert_eq!(row.usage.tokens.input_tokens, 4407);
+        assert_eq!(serde_json::to_string(&row).unwrap(), line);
+        // Integer costs (hand-written files) read too.
+        let u: Usage =
+            serde_json::from_str(r#"{"calls":1,"input_tokens":2,"output_tokens":3,"cost_usd":0}"#)
+                .unwrap();
+        assert_eq!(u.tokens.cost_usd, 0.0);
     }
 
     #[test]

@@ -65,18 +65,8 @@ pub struct Latency {
     pub max: Option<f64>,
 }
 
-/// Usage totals.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Totals {
-    /// LLM calls.
-    pub calls: u64,
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
-    /// US dollars.
-    pub cost_usd: f64,
-}
+/// Usage totals: the rows' usage summed.
+pub type Totals = super::store::Usage;
 
 /// Retrieval quality of the i-th retrieval pass, over the labelled questions whose
 /// run reached it.
@@ -158,16 +148,12 @@ pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
         );
     }
     let mut statuses = BTreeMap::new();
-    let mut totals = Totals::default();
+    let totals: Totals = rows.iter().map(|(r, _)| r.usage).sum();
     let mut hist: BTreeMap<u32, usize> = BTreeMap::new();
     let mut lat = Vec::with_capacity(rows.len());
     let mut passes: Vec<(usize, f64, f64)> = Vec::new();
     for (r, it) in rows {
         *statuses.entry(r.status.as_str().to_string()).or_default() += 1;
-        totals.calls += r.usage.calls;
-        totals.input_tokens += r.usage.input_tokens;
-        totals.output_tokens += r.usage.output_tokens;
-        totals.cost_usd += r.usage.cost_usd;
         *hist.entry(r.iterations).or_default() += 1;
         lat.push(r.latency_ms);
         if !it.sources.is_empty() {

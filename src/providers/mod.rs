@@ -55,7 +55,14 @@ pub struct LlmRequest {
     pub schema: Option<std::sync::Arc<Value>>,
 }
 
-/// Token usage and cost of one call.
+/// Token counts and their cost: of one call (what a provider reports), or summed
+/// over calls, steps, runs and eval rows. The one type these counts are added in
+/// (`+=`, `+`, `.sum()`): [`crate::runtime::trace::LlmStats`] (a step),
+/// [`crate::runtime::RunUsage`] (a run) and `eval::store::Usage` (a results row and
+/// the summary's totals) hold one, flattened into their JSON, next to what they count
+/// besides (calls, cache hits, latency).
+///
+/// JSON: `{"input_tokens", "output_tokens", "cost_usd"}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens.
@@ -66,12 +73,25 @@ pub struct Usage {
     pub cost_usd: f64,
 }
 
-impl Usage {
-    /// Adds another call's usage.
-    pub fn add(&mut self, other: &Usage) {
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cost_usd += other.cost_usd;
+    }
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+    fn add(mut self, other: Usage) -> Usage {
+        self += other;
+        self
+    }
+}
+
+impl std::iter::Sum for Usage {
+    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
+        iter.fold(Usage::default(), |a, b| a + b)
     }
 }
 

@@ -21,7 +21,7 @@ use super::resources::Resources;
 use super::state::{initial_state, reduce};
 use super::status::Status;
 use super::trace::{unix_ms, Arm, LlmStats, Observer, RetrievedDoc, Route, StepRecord};
-use super::{RunInput, RunResult, RunUsage};
+use super::{RunInput, RunResult};
 use crate::retries::RetryEvent;
 use minijinja::value::Value as JValue;
 use serde_json::{Map, Value};
@@ -171,7 +171,7 @@ pub async fn run_until(
                 let msg = format!("interrupted during node `{}`", node.name);
                 let llm = matches!(node.body, Body::Llm(_) | Body::Map { .. }).then(|| meter.get());
                 if let Some(l) = &llm {
-                    result.usage.add_stats(l);
+                    result.usage += l;
                 }
                 record(Map::new(), None, llm, None, Some(msg.clone()));
                 result.status = Status::Interrupted;
@@ -182,7 +182,7 @@ pub async fn run_until(
             Some(Err((e, llm))) => {
                 let msg = format!("node `{}`: {e}", node.name);
                 if let Some(l) = &llm {
-                    result.usage.add_stats(l);
+                    result.usage += l;
                 }
                 record(Map::new(), None, llm, None, Some(msg.clone()));
                 result.fail(msg);
@@ -190,7 +190,7 @@ pub async fn run_until(
             }
         };
         if let Some(l) = &out.llm {
-            result.usage.add_stats(l);
+            result.usage += l;
         }
         // Every update value sees the state before the step.
         let mut writes = Vec::with_capacity(node.update.len());
@@ -216,7 +216,13 @@ pub async fn run_until(
                     Ok(v) => writes.push((field, *reducer, v)),
                     Err(e) => {
                         let msg = format!("node `{}`: update of `{field}`: {e}", node.name);
-                        record(Map::new(), None, out.llm, out.documents.clone(), Some(msg.clone()));
+                        record(
+                            Map::new(),
+                            None,
+                            out.llm,
+                            out.documents.clone(),
+                            Some(msg.clone()),
+                        );
                         result.fail(msg);
                         return finish(program, result, state, last, obs);
                     }
@@ -238,7 +244,13 @@ pub async fn run_until(
                     }
                     Err(e) => {
                         let msg = format!("node `{}`: update of `{field}`: {e}", node.name);
-                        record(delta, None, out.llm, out.documents.clone(), Some(msg.clone()));
+                        record(
+                            delta,
+                            None,
+                            out.llm,
+                            out.documents.clone(),
+                            Some(msg.clone()),
+                        );
                         result.fail(msg);
                         return finish(program, result, state, last, obs);
                     }
@@ -254,7 +266,13 @@ pub async fn run_until(
                 "node `{}`: the update makes {field} violate the state schema: {v}",
                 node.name
             );
-            record(delta, None, out.llm, out.documents.clone(), Some(msg.clone()));
+            record(
+                delta,
+                None,
+                out.llm,
+                out.documents.clone(),
+                Some(msg.clone()),
+            );
             result.fail(msg);
             return finish(program, result, state, last, obs);
         }
@@ -263,7 +281,13 @@ pub async fn run_until(
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("node `{}`: edge: {e}", node.name);
-                record(delta, None, out.llm, out.documents.clone(), Some(msg.clone()));
+                record(
+                    delta,
+                    None,
+                    out.llm,
+                    out.documents.clone(),
+                    Some(msg.clone()),
+                );
                 result.fail(msg);
                 return finish(program, result, state, last, obs);
             }
@@ -393,16 +417,4 @@ fn finish(
     result.state = state;
     obs.finish(&result);
     result
-}
-
-impl RunUsage {
-    fn add_stats(&mut self, s: &LlmStats) {
-        self.calls += s.calls;
-        self.cached_calls += s.cached;
-        self.input_tokens += s.input_tokens;
-        self.output_tokens += s.output_tokens;
-        self.cost_usd += s.cost_usd;
-        self.saved_usd += s.saved_usd;
-        self.estimated |= s.usage_estimated;
-    }
 }

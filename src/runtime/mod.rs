@@ -63,14 +63,13 @@ pub struct RunUsage {
     pub calls: u64,
     /// Of `calls`, the answers served from the response cache or a cassette.
     pub cached_calls: u64,
-    /// Prompt tokens (cached answers count with their recorded tokens).
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
-    /// Cost in US dollars of the answers (from the models' `price`; 0 without prices),
-    /// cached ones at their recorded cost; the money spent by this run is
-    /// `cost_usd - saved_usd`.
-    pub cost_usd: f64,
+    /// Prompt and completion tokens (cached answers count with their recorded
+    /// tokens), and the cost in US dollars of the answers (from the models' `price`;
+    /// 0 without prices), cached ones at their recorded cost; the money spent by this
+    /// run is `cost_usd - saved_usd`. JSON: `input_tokens`, `output_tokens`,
+    /// `cost_usd` at this level.
+    #[serde(flatten)]
+    pub tokens: crate::providers::Usage,
     /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
     pub saved_usd: f64,
     /// True when some call's token counts were estimated (the server reported no
@@ -85,15 +84,26 @@ impl RunUsage {
     pub fn summary(&self) -> String {
         let mut s = format!(
             "{} call(s), {} tokens in, {} out",
-            self.calls, self.input_tokens, self.output_tokens
+            self.calls, self.tokens.input_tokens, self.tokens.output_tokens
         );
-        if self.cost_usd > 0.0 {
-            s.push_str(&format!(", ${:.6}", self.cost_usd));
+        if self.tokens.cost_usd > 0.0 {
+            s.push_str(&format!(", ${:.6}", self.tokens.cost_usd));
         }
         if self.estimated {
             s.push_str(" (token counts partly estimated)");
         }
         s
+    }
+}
+
+impl std::ops::AddAssign<&trace::LlmStats> for RunUsage {
+    /// Adds a step's usage.
+    fn add_assign(&mut self, s: &trace::LlmStats) {
+        self.calls += s.calls;
+        self.cached_calls += s.cached;
+        self.tokens += s.tokens;
+        self.saved_usd += s.saved_usd;
+        self.estimated |= s.usage_estimated;
     }
 }
 

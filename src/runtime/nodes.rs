@@ -432,27 +432,19 @@ async fn timed(
         // A failed reply the server answered (rejected, cut short, unusable) was billed
         // like any other; a cached one (replayed) counts its recorded cost, which is not
         // spent again.
-        let (usage, cached, estimated, wait) = match &r {
-            Ok(resp) => (
+        let answered = match &r {
+            Ok(resp) => LlmStats::answered(
                 resp.usage,
                 resp.cached,
                 resp.usage_estimated,
                 resp.limit_wait_ms,
             ),
             Err(e) => match e.billed() {
-                Some(b) => (b.usage, b.cached, b.usage_estimated, 0.0),
+                Some(b) => LlmStats::answered(b.usage, b.cached, b.usage_estimated, 0.0),
                 None => return,
             },
         };
-        stats.input_tokens += usage.input_tokens;
-        stats.output_tokens += usage.output_tokens;
-        stats.cost_usd += usage.cost_usd;
-        if cached {
-            stats.cached += 1;
-            stats.saved_usd += usage.cost_usd;
-        }
-        stats.usage_estimated |= estimated;
-        stats.limit_wait_ms += wait;
+        *stats += answered;
     });
     r
 }

@@ -14,6 +14,7 @@
 //! "after", "delay_ms"}`), and an `"error"` key on the step that failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
 //! the run. Each line is flushed when written, so a trace up to a failure is kept.
 use super::RunResult;
+use crate::providers::Usage;
 use crate::retries::RetryEvent;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -59,12 +60,11 @@ pub struct LlmStats {
     /// the tool call, arguments that are not JSON), truncated ones, and unusable ones
     /// that reported usage (see [`crate::providers::ProviderError::billed`]).
     pub cached: u64,
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
-    /// Cost in US dollars of the answers (cached ones at their recorded cost).
-    pub cost_usd: f64,
+    /// Prompt and completion tokens, and the cost in US dollars of the answers
+    /// (cached ones at their recorded cost); JSON: `input_tokens`, `output_tokens`,
+    /// `cost_usd` at this level.
+    #[serde(flatten)]
+    pub tokens: Usage,
     /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
     pub saved_usd: f64,
     /// Wall time spent waiting for the provider, summed over calls, in ms.
@@ -83,17 +83,38 @@ fn is_zero(v: &f64) -> bool {
 }
 
 impl LlmStats {
-    /// Adds another step's (or call's) figures.
-    pub fn add(&mut self, o: &LlmStats) {
+    /// The figures of one answered call: its reported usage, whether it came from the
+    /// cache or a cassette (its cost is then saved too), whether its token counts are
+    /// estimates, and how long it waited for the model's local limits. `calls` and
+    /// `latency_ms` stay 0: they count when the call starts and ends.
+    pub fn answered(usage: Usage, cached: bool, estimated: bool, limit_wait_ms: f64) -> LlmStats {
+        LlmStats {
+            cached: u64::from(cached),
+            tokens: usage,
+            saved_usd: if cached { usage.cost_usd } else { 0.0 },
+            usage_estimated: estimated,
+            limit_wait_ms,
+            ..LlmStats::default()
+        }
+    }
+}
+
+impl std::ops::AddAssign<&LlmStats> for LlmStats {
+    /// Adds another step's (or call's) figures; estimated when either is.
+    fn add_assign(&mut self, o: &LlmStats) {
         self.calls += o.calls;
         self.cached += o.cached;
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.cost_usd += o.cost_usd;
+        self.tokens += o.tokens;
         self.saved_usd += o.saved_usd;
         self.latency_ms += o.latency_ms;
         self.usage_estimated |= o.usage_estimated;
         self.limit_wait_ms += o.limit_wait_ms;
+    }
+}
+
+impl std::ops::AddAssign for LlmStats {
+    fn add_assign(&mut self, o: LlmStats) {
+        *self += &o;
     }
 }
 
@@ -244,16 +265,16 @@ impl Observer for Verbose {
             line.push_str(&format!(
                 ", {} call(s), {} tok in, {} tok out{}",
                 l.calls,
-                l.input_tokens,
-                l.output_tokens,
+                l.tokens.input_tokens,
+                l.tokens.output_tokens,
                 if l.usage_estimated {
                     " (estimated)"
                 } else {
                     ""
                 }
             ));
-            if l.cost_usd > 0.0 {
-                line.push_str(&format!(", ${:.6}", l.cost_usd));
+            if l.tokens.cost_usd > 0.0 {
+                line.push_str(&format!(", ${:.6}", l.tokens.cost_usd));
             }
             if l.calls > 0 {
                 line.push_str(&format!(
@@ -356,16 +377,68 @@ mod tests {
     fn adding_stats_keeps_the_estimate_flag() {
         // A map step's total (and the run's) says estimated when any call was.
         let mut total = LlmStats::default();
-        total.add(&LlmStats {
+        total += &LlmStats {
             calls: 1,
             usage_estimated: true,
             ..LlmStats::default()
-        });
-        total.add(&LlmStats {
+        };
+        total += LlmStats {
             calls: 1,
             ..LlmStats::default()
-        });
+        };
         assert!(total.usage_estimated);
         assert_eq!(total.calls, 2);
+    }
+
+    #[test]
+    fn step_usage_json_keeps_its_keys_and_order() {
+        // The trace's `llm` object: the flattened token counts sit where they always did.
+        let mut s = LlmStats::answered(
+            Usage {
+                input_tokens: 3,
+                output_tokens: 2,
+                cost_usd: 0.5,
+            },
+            true,
+            false,
+            0.0,
+        );
+        s.calls = 1;
+        s.latency_ms = 1.5;
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"calls":1,"cached":1,"input_tokens":3,"output_tokens":2,"cost_usd":0.5,"saved_usd":0.5,"latency_ms":1.5}"#
+        );
+    }
+
+    #[test]
+    fn run_usage_sums_steps_and_keeps_its_json() {
+        let step = LlmStats {
+            calls: 2,
+            ..LlmStats::answered(
+                Usage {
+                    input_tokens: 10,
+                    output_tokens: 4,
+                    cost_usd: 0.25,
+                },
+                true,
+                false,
+                0.0,
+            )
+        };
+        let mut run = crate::runtime::RunUsage::default();
+        run += &step;
+        run += &step;
+        assert_eq!(
+            serde_json::to_string(&run).unwrap(),
+            r#"{"calls":4,"cached_calls":2,"input_tokens":20,"output_tokens":8,"cost_usd":0.5,"saved_usd":0.5}"#
+        );
+        run += &LlmStats {
+            usage_estimated: true,
+            ..LlmStats::default()
+        };
+        assert!(serde_json::to_string(&run)
+            .unwrap()
+            .ends_with(r#""saved_usd":0.5,"estimated":true}"#));
     }
 }

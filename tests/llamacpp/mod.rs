@@ -112,7 +112,9 @@ fn structured_output_is_forced_in_both_modes_on_both_servers() {
         // Forced: the first reply is in the asked shape, no repair turn.
         assert_eq!(r.usage.calls, 1, "{what}: {:?}", r.usage);
         assert!(
-            r.usage.input_tokens > 0 && r.usage.output_tokens > 0 && !r.usage.estimated,
+            r.usage.tokens.input_tokens > 0
+                && r.usage.tokens.output_tokens > 0
+                && !r.usage.estimated,
             "{what}: the server's own counts: {:?}",
             r.usage
         );
@@ -159,7 +161,9 @@ fn a_text_node_gets_the_text() {
         assert!(!a.is_empty(), "{server}: empty answer");
         assert_eq!(r.state["answer"], json!(a));
         assert!(
-            r.usage.output_tokens >= 1 && r.usage.output_tokens <= 16 && !r.usage.estimated,
+            r.usage.tokens.output_tokens >= 1
+                && r.usage.tokens.output_tokens <= 16
+                && !r.usage.estimated,
             "{server}: {:?}",
             r.usage
         );
