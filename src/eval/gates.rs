@@ -72,11 +72,10 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, S
         .ok()
         .filter(|x: &f64| x.is_finite())
         .ok_or_else(|| format!("`{flag} {arg}`: `{}` is not a number", v.trim()))?;
-    if super::metrics::is_share(metric) {
-        let low = if metric == "recall_gain" { -1.0 } else { 0.0 };
-        if !(low..=1.0).contains(&value) {
+    if let Some((low, high)) = super::metrics::scale(metric).bounds() {
+        if !(low..=high).contains(&value) {
             return Err(format!(
-                "`{flag} {arg}`: {metric} is a share from {low} to 1, not a percentage (e.g. {metric}=0.3 for 30%)"
+                "`{flag} {arg}`: {metric} is a share from {low} to {high}, not a percentage (e.g. {metric}=0.3 for 30%)"
             ));
         }
     }

@@ -19,7 +19,9 @@
 use super::dataset::Item;
 use super::store::Row;
 use crate::runtime::Status;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+pub use super::store::RowMetrics;
 
 /// How a metric is compared between variants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -32,217 +34,341 @@ pub enum Kind {
     Mean,
 }
 
-/// One metric.
+/// What a metric's values are, which decides how reports show them and which gate
+/// values make sense.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// A share from 0 to 1 (binary metrics too): shown as a percentage (`41.2%`),
+    /// differences and CIs in percentage points; a gate value must be in 0..=1.
+    Share,
+    /// A difference of shares, from −1 to 1: shown signed in percentage points
+    /// (`+2.5 pp`); a gate value must be in −1..=1.
+    ShareDiff,
+    /// A plain number shown with this many decimals (differences and CIs: 2).
+    Number(usize),
+}
+
+impl Scale {
+    /// The range a value (and a gate's bound) lies in, for shares.
+    pub fn bounds(self) -> Option<(f64, f64)> {
+        match self {
+            Scale::Share => Some((0.0, 1.0)),
+            Scale::ShareDiff => Some((-1.0, 1.0)),
+            Scale::Number(_) => None,
+        }
+    }
+}
+
+/// A report table (or plot) a metric appears in; columns follow [`METRICS`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Table {
+    /// "Answer and retrieval quality" (report.md and report.html).
+    Quality,
+    /// "Loop, usage and latency" (both reports; the latency percentiles follow).
+    Loop,
+    /// "By question kind" (both reports).
+    ByKind,
+    /// The "Quality per variant" bar plot of report.html (shares only).
+    Bars,
+}
+
+/// What a per-question value may depend on besides the row: the question's labels.
+#[derive(Clone, Copy, Debug)]
+pub struct Question {
+    /// The question has labelled sources.
+    pub labelled: bool,
+    /// The question's kind is `unanswerable`.
+    pub unanswerable: bool,
+}
+
+impl Question {
+    /// The facts of a dataset item.
+    pub fn of(item: &Item) -> Question {
+        Question {
+            labelled: !item.sources.is_empty(),
+            unanswerable: item.unanswerable(),
+        }
+    }
+}
+
+/// One metric: everything the summary, the comparisons, the gates and both reports
+/// need to know about it. A new metric is one [`METRICS`] entry (plus a
+/// [`RowMetrics`] field and its computation in [`row_metrics`] when it is computed
+/// per row from the answer or the retrievals).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct MetricDef {
     /// Name used in summary.json, reports and gates.
     pub name: &'static str,
     /// What it measures, for reports.
     pub description: &'static str,
-    /// Binary or mean.
+    /// Binary or mean: how it aggregates (a rate or a mean over the questions where
+    /// it applies, with a bootstrap CI) and how variants are compared.
     pub kind: Kind,
     /// `Some(true)` when higher is better, `Some(false)` when lower is, `None` when
     /// neither (the verdict then says "higher"/"lower").
     pub higher_is_better: Option<bool>,
     /// Primary metrics decide `--fail-if-worse`.
     pub primary: bool,
+    /// How values are shown and which gate values are allowed (not in summary.json).
+    #[serde(skip)]
+    pub scale: Scale,
+    /// The report tables and plots showing it (not in summary.json).
+    #[serde(skip)]
+    pub tables: &'static [Table],
+    /// The per-question value of a row; `None` when the metric does not apply to the
+    /// question (not in summary.json).
+    #[serde(skip)]
+    pub value: fn(&Row, Question) -> Option<f64>,
 }
 
-const fn def(
-    name: &'static str,
-    description: &'static str,
-    kind: Kind,
-    higher_is_better: Option<bool>,
-    primary: bool,
-) -> MetricDef {
-    MetricDef {
-        name,
-        description,
-        kind,
-        higher_is_better,
-        primary,
+fn b(x: bool) -> f64 {
+    if x {
+        1.0
+    } else {
+        0.0
     }
+}
+
+// A labelled question whose run never retrieved scores 0, not "absent".
+fn first_or_zero(q: Question, v: &[f64]) -> Option<f64> {
+    q.labelled.then(|| v.first().copied().unwrap_or(0.0))
+}
+
+fn last_or_zero(q: Question, v: &[f64]) -> Option<f64> {
+    q.labelled.then(|| v.last().copied().unwrap_or(0.0))
 }
 
 /// Every per-question metric, in report order.
 pub const METRICS: &[MetricDef] = &[
-    def(
-        "must_contain",
-        "answer holds every must_contain term (case-insensitive); questions with terms",
-        Kind::Binary,
-        Some(true),
-        true,
-    ),
-    def(
-        "must_contain_terms",
-        "share of must_contain terms found in the answer; questions with terms",
-        Kind::Mean,
-        Some(true),
-        false,
-    ),
-    def(
-        "f1",
-        "SQuAD token F1 of the answer against the reference answer; all questions",
-        Kind::Mean,
-        Some(true),
-        true,
-    ),
-    def(
-        "recall_first",
-        "recall@k of labelled sources in the first retrieval (single shot); labelled questions",
-        Kind::Mean,
-        Some(true),
-        false,
-    ),
-    def(
-        "recall_final",
-        "recall@k of labelled sources in the last retrieval of the run; labelled questions",
-        Kind::Mean,
-        Some(true),
-        true,
-    ),
-    def(
-        "recall_gain",
-        "recall_final - recall_first: what the loop's later retrievals added (negative: lost); labelled questions",
-        Kind::Mean,
-        Some(true),
-        false,
-    ),
-    def(
-        "precision_first",
-        "share of documents of the first retrieval from a labelled source; labelled questions",
-        Kind::Mean,
-        Some(true),
-        false,
-    ),
-    def(
-        "precision_final",
-        "share of documents of the last retrieval from a labelled source; labelled questions",
-        Kind::Mean,
-        Some(true),
-        false,
-    ),
-    def(
-        "iterations",
-        "passes through the entry node (mean iterations)",
-        Kind::Mean,
-        None,
-        false,
-    ),
-    def(
-        "loop_bound",
-        "run hit the loop bound: status exhausted or limit",
-        Kind::Binary,
-        Some(false),
-        false,
-    ),
-    def(
-        "fallback",
-        "run ended in a fallback node",
-        Kind::Binary,
-        None,
-        false,
-    ),
-    def(
-        "declined_unanswerable",
-        "unanswerable question correctly declined",
-        Kind::Binary,
-        Some(true),
-        false,
-    ),
-    def(
-        "declined_answerable",
-        "answerable question wrongly declined",
-        Kind::Binary,
-        Some(false),
-        false,
-    ),
-    def(
-        "failed",
-        "run failed (status failed)",
-        Kind::Binary,
-        Some(false),
-        false,
-    ),
-    def(
-        "calls",
-        "LLM calls per question (repairs included)",
-        Kind::Mean,
-        Some(false),
-        false,
-    ),
-    def(
-        "input_tokens",
-        "prompt tokens per question",
-        Kind::Mean,
-        Some(false),
-        false,
-    ),
-    def(
-        "output_tokens",
-        "completion tokens per question",
-        Kind::Mean,
-        Some(false),
-        false,
-    ),
-    def(
-        "cost_usd",
-        "cost per question, US dollars",
-        Kind::Mean,
-        Some(false),
-        false,
-    ),
-    def(
-        "latency_ms",
-        "wall time of the run, milliseconds",
-        Kind::Mean,
-        Some(false),
-        false,
-    ),
+    MetricDef {
+        name: "must_contain",
+        description: "answer holds every must_contain term (case-insensitive); questions with terms",
+        kind: Kind::Binary,
+        higher_is_better: Some(true),
+        primary: true,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, _| r.metrics.must_contain_hit.map(b),
+    },
+    MetricDef {
+        name: "must_contain_terms",
+        description: "share of must_contain terms found in the answer; questions with terms",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality],
+        value: |r, _| r.metrics.must_contain_terms,
+    },
+    MetricDef {
+        name: "f1",
+        description: "SQuAD token F1 of the answer against the reference answer; all questions",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: true,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, _| Some(r.metrics.f1),
+    },
+    MetricDef {
+        name: "recall_first",
+        description: "recall@k of labelled sources in the first retrieval (single shot); labelled questions",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, q| first_or_zero(q, &r.metrics.recall),
+    },
+    MetricDef {
+        name: "recall_final",
+        description: "recall@k of labelled sources in the last retrieval of the run; labelled questions",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: true,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, q| last_or_zero(q, &r.metrics.recall),
+    },
+    MetricDef {
+        name: "recall_gain",
+        description: "recall_final - recall_first: what the loop's later retrievals added (negative: lost); labelled questions",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::ShareDiff,
+        tables: &[Table::Quality],
+        value: |r, q| {
+            last_or_zero(q, &r.metrics.recall)
+                .zip(first_or_zero(q, &r.metrics.recall))
+                .map(|(l, f)| l - f)
+        },
+    },
+    MetricDef {
+        name: "precision_first",
+        description: "share of documents of the first retrieval from a labelled source; labelled questions",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality],
+        value: |r, q| first_or_zero(q, &r.metrics.precision),
+    },
+    MetricDef {
+        name: "precision_final",
+        description: "share of documents of the last retrieval from a labelled source; labelled questions",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::Bars],
+        value: |r, q| last_or_zero(q, &r.metrics.precision),
+    },
+    MetricDef {
+        name: "iterations",
+        description: "passes through the entry node (mean iterations)",
+        kind: Kind::Mean,
+        higher_is_better: None,
+        primary: false,
+        scale: Scale::Number(2),
+        tables: &[Table::ByKind, Table::Loop],
+        value: |r, _| Some(f64::from(r.iterations)),
+    },
+    MetricDef {
+        name: "loop_bound",
+        description: "run hit the loop bound: status exhausted or limit",
+        kind: Kind::Binary,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Loop],
+        value: |r, _| Some(b(r.metrics.loop_bound)),
+    },
+    MetricDef {
+        name: "fallback",
+        description: "run ended in a fallback node",
+        kind: Kind::Binary,
+        higher_is_better: None,
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::ByKind, Table::Loop],
+        value: |r, _| Some(b(r.status == Status::Fallback)),
+    },
+    MetricDef {
+        name: "declined_unanswerable",
+        description: "unanswerable question correctly declined",
+        kind: Kind::Binary,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, q| q.unanswerable.then(|| b(r.metrics.declined)),
+    },
+    MetricDef {
+        name: "declined_answerable",
+        description: "answerable question wrongly declined",
+        kind: Kind::Binary,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind],
+        value: |r, q| (!q.unanswerable).then(|| b(r.metrics.declined)),
+    },
+    MetricDef {
+        name: "failed",
+        description: "run failed (status failed)",
+        kind: Kind::Binary,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Loop],
+        value: |r, _| Some(b(r.status == Status::Failed)),
+    },
+    MetricDef {
+        name: "calls",
+        description: "LLM calls per question (repairs included)",
+        kind: Kind::Mean,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Number(2),
+        tables: &[Table::Loop],
+        value: |r, _| Some(r.usage.calls as f64),
+    },
+    MetricDef {
+        name: "input_tokens",
+        description: "prompt tokens per question",
+        kind: Kind::Mean,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Number(2),
+        tables: &[Table::Loop],
+        value: |r, _| Some(r.usage.tokens.input_tokens as f64),
+    },
+    MetricDef {
+        name: "output_tokens",
+        description: "completion tokens per question",
+        kind: Kind::Mean,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Number(2),
+        tables: &[Table::Loop],
+        value: |r, _| Some(r.usage.tokens.output_tokens as f64),
+    },
+    MetricDef {
+        name: "cost_usd",
+        description: "cost per question, US dollars",
+        kind: Kind::Mean,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Number(4),
+        tables: &[Table::Loop],
+        value: |r, _| Some(r.usage.tokens.cost_usd),
+    },
+    MetricDef {
+        name: "latency_ms",
+        description: "wall time of the run, milliseconds",
+        kind: Kind::Mean,
+        higher_is_better: Some(false),
+        primary: false,
+        scale: Scale::Number(1),
+        tables: &[],
+        value: |r, _| Some(r.latency_ms),
+    },
 ];
+
+/// The gate-able latency percentiles of [`super::summary::Aggregate::get`], shown
+/// like `latency_ms`.
+pub const LATENCY_PERCENTILES: [&str; 3] = ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"];
 
 /// The definition of a metric by name.
 pub fn metric(name: &str) -> Option<&'static MetricDef> {
     METRICS.iter().find(|m| m.name == name)
 }
 
-/// Whether a metric is a share (a value in 0..1, shown as a percentage; `recall_gain`
-/// is a difference of shares, in −1..1): binary metrics, `must_contain_terms`, `f1`,
-/// recall and precision.
-pub fn is_share(name: &str) -> bool {
-    metric(name).is_some_and(|d| {
-        d.kind == Kind::Binary
-            || matches!(
-                d.name,
-                "must_contain_terms"
-                    | "f1"
-                    | "recall_first"
-                    | "recall_final"
-                    | "recall_gain"
-                    | "precision_first"
-                    | "precision_final"
-            )
-    })
+/// The scale of a metric or latency percentile (a plain 2-decimal number for any
+/// other name).
+pub fn scale(name: &str) -> Scale {
+    let name = if LATENCY_PERCENTILES.contains(&name) {
+        "latency_ms"
+    } else {
+        name
+    };
+    metric(name).map_or(Scale::Number(2), |d| d.scale)
 }
 
-/// Per-question metrics stored in each results.jsonl row (`metrics` key).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RowMetrics {
-    /// Every must_contain term is in the answer (`null` when the item has none).
-    pub must_contain_hit: Option<bool>,
-    /// Share of must_contain terms in the answer (`null` when the item has none).
-    pub must_contain_terms: Option<f64>,
-    /// SQuAD token F1 against the reference answer, 0..1.
-    pub f1: f64,
-    /// recall@k of each retrieval pass, in order (empty when the item has no labelled
-    /// source).
-    pub recall: Vec<f64>,
-    /// Context precision of each retrieval pass (same shape as `recall`).
-    pub precision: Vec<f64>,
-    /// The run declined to answer (see [`declined`]).
-    pub declined: bool,
-    /// Status exhausted or limit.
-    pub loop_bound: bool,
+/// Whether a metric is a share (a value in 0..1, shown as a percentage; a
+/// [`Scale::ShareDiff`] such as `recall_gain` is a difference of shares, in −1..1).
+pub fn is_share(name: &str) -> bool {
+    matches!(scale(name), Scale::Share | Scale::ShareDiff)
+}
+
+/// The metrics of a report table or plot, in [`METRICS`] order.
+pub fn columns(table: Table) -> Vec<&'static str> {
+    METRICS
+        .iter()
+        .filter(|m| m.tables.contains(&table))
+        .map(|m| m.name)
+        .collect()
 }
 
 /// Lowercase, ASCII punctuation removed, articles removed, whitespace-split tokens
@@ -403,43 +529,106 @@ pub fn row_metrics(item: &Item, row: &Row) -> RowMetrics {
     }
 }
 
-/// The per-question value of metric `name` for a row (None when it does not apply).
-/// `labelled` says whether the item has labelled sources, `unanswerable` its kind.
-pub fn value(name: &str, row: &Row, labelled: bool, unanswerable: bool) -> Option<f64> {
-    let m = &row.metrics;
-    let b = |x: bool| if x { 1.0 } else { 0.0 };
-    // A labelled question whose run never retrieved scores 0, not "absent".
-    let first_or_zero = |v: &[f64]| labelled.then(|| v.first().copied().unwrap_or(0.0));
-    let last_or_zero = |v: &[f64]| labelled.then(|| v.last().copied().unwrap_or(0.0));
-    match name {
-        "must_contain" => m.must_contain_hit.map(b),
-        "must_contain_terms" => m.must_contain_terms,
-        "f1" => Some(m.f1),
-        "recall_first" => first_or_zero(&m.recall),
-        "recall_final" => last_or_zero(&m.recall),
-        "recall_gain" => last_or_zero(&m.recall)
-            .zip(first_or_zero(&m.recall))
-            .map(|(l, f)| l - f),
-        "precision_first" => first_or_zero(&m.precision),
-        "precision_final" => last_or_zero(&m.precision),
-        "iterations" => Some(f64::from(row.iterations)),
-        "loop_bound" => Some(b(m.loop_bound)),
-        "fallback" => Some(b(row.status == Status::Fallback)),
-        "declined_unanswerable" => unanswerable.then(|| b(m.declined)),
-        "declined_answerable" => (!unanswerable).then(|| b(m.declined)),
-        "failed" => Some(b(row.status == Status::Failed)),
-        "calls" => Some(row.usage.calls as f64),
-        "input_tokens" => Some(row.usage.tokens.input_tokens as f64),
-        "output_tokens" => Some(row.usage.tokens.output_tokens as f64),
-        "cost_usd" => Some(row.usage.tokens.cost_usd),
-        "latency_ms" => Some(row.latency_ms),
-        _ => None,
-    }
+/// The per-question value of metric `name` for a row (None when it does not apply,
+/// or for an unknown name).
+pub fn value(name: &str, row: &Row, q: Question) -> Option<f64> {
+    metric(name).and_then(|d| (d.value)(row, q))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_metric_is_defined_once_and_the_tables_follow_the_definitions() {
+        let mut names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), METRICS.len(), "a metric name is defined twice");
+        // The report layouts as they were written by hand before the table moved here.
+        assert_eq!(
+            columns(Table::Quality),
+            [
+                "must_contain",
+                "must_contain_terms",
+                "f1",
+                "recall_first",
+                "recall_final",
+                "recall_gain",
+                "precision_first",
+                "precision_final",
+                "declined_unanswerable",
+                "declined_answerable",
+            ]
+        );
+        assert_eq!(
+            columns(Table::ByKind),
+            [
+                "must_contain",
+                "f1",
+                "recall_first",
+                "recall_final",
+                "iterations",
+                "fallback",
+                "declined_unanswerable",
+                "declined_answerable",
+            ]
+        );
+        assert_eq!(
+            columns(Table::Loop),
+            [
+                "iterations",
+                "loop_bound",
+                "fallback",
+                "failed",
+                "calls",
+                "input_tokens",
+                "output_tokens",
+                "cost_usd",
+            ]
+        );
+        // Bars are drawn on a 0..1 axis: shares only. Binary metrics are shares.
+        for m in METRICS {
+            if m.tables.contains(&Table::Bars) {
+                assert_eq!(m.scale, Scale::Share, "{}", m.name);
+            }
+            if m.kind == Kind::Binary {
+                assert_eq!(m.scale, Scale::Share, "{}", m.name);
+            }
+        }
+        assert!(is_share("recall_gain") && !is_share("calls") && !is_share("nope"));
+        assert_eq!(scale("latency_p95_ms"), Scale::Number(1));
+        assert_eq!(
+            value(
+                "nope",
+                &dummy_row(),
+                Question {
+                    labelled: true,
+                    unanswerable: false
+                }
+            ),
+            None
+        );
+    }
+
+    fn dummy_row() -> Row {
+        Row {
+            variant: "base".into(),
+            id: "q".into(),
+            kind: "direct".into(),
+            status: Status::Generated,
+            answer: None,
+            sources: vec![],
+            path: vec![],
+            iterations: 2,
+            steps: 2,
+            retrieved: vec![],
+            usage: Default::default(),
+            latency_ms: 0.0,
+            error: None,
+            metrics: RowMetrics::default(),
+        }
+    }
 
     #[test]
     fn squad_normalisation_and_f1() {

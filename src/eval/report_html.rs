@@ -1,7 +1,8 @@
 //! report.html: one self-contained file (inline CSS and SVG, no script, no external
 //! resource) with the summary's plots and tables and every row. Every string that
 //! comes from the dataset, the spec or a run is HTML-escaped.
-use super::report_md::{show, show_ci, show_diff, show_p, BY_KIND, LOOP, QUALITY};
+use super::metrics::{columns, Table};
+use super::report_md::{show, show_ci, show_diff, show_p};
 use super::store::Row;
 use super::summary::Summary;
 use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};
@@ -100,14 +101,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     }
     let series: Vec<String> = s.variants.clone();
     o.push_str("<h2>Plots</h2>");
-    let bar_metrics = [
-        "must_contain",
-        "f1",
-        "recall_first",
-        "recall_final",
-        "precision_final",
-        "declined_unanswerable",
-    ];
+    let bar_metrics = columns(Table::Bars);
     let groups: Vec<(String, Vec<Bar>)> = bar_metrics
         .iter()
         .map(|m| {
@@ -229,20 +223,22 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
 
     o.push_str("<h2>Answer and retrieval quality</h2>");
     let mut head = vec!["variant", "n"];
-    head.extend(QUALITY);
+    let quality = columns(Table::Quality);
+    head.extend(&quality);
     let rq: Vec<Vec<String>> = s
         .results
         .iter()
         .map(|(v, r)| {
             let mut row = vec![v.clone(), r.overall.n.to_string()];
-            row.extend(QUALITY.iter().map(|m| show(m, r.overall.get(m))));
+            row.extend(quality.iter().map(|m| show(m, r.overall.get(m))));
             row
         })
         .collect();
     table(&mut o, &head, &rq);
     o.push_str("<h2>Loop, usage and latency</h2>");
     let mut head = vec!["variant", "n"];
-    head.extend(LOOP);
+    let loop_cols = columns(Table::Loop);
+    head.extend(&loop_cols);
     head.extend(["p50 ms", "p95 ms", "p99 ms"]);
     let rl: Vec<Vec<String>> = s
         .results
@@ -250,7 +246,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .map(|(v, r)| {
             let a = &r.overall;
             let mut row = vec![v.clone(), a.n.to_string()];
-            row.extend(LOOP.iter().map(|m| show(m, a.get(m))));
+            row.extend(loop_cols.iter().map(|m| show(m, a.get(m))));
             row.extend(
                 [a.latency_ms.p50, a.latency_ms.p95, a.latency_ms.p99]
                     .map(|x| show("latency_ms", x)),
@@ -260,9 +256,9 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .collect();
     table(&mut o, &head, &rl);
     o.push_str("<h2>By question kind</h2>");
-    let cols = BY_KIND;
+    let cols = columns(Table::ByKind);
     let mut head = vec!["variant / kind", "n"];
-    head.extend(cols);
+    head.extend(&cols);
     let mut rk = Vec::new();
     for (v, r) in &s.results {
         for (k, a) in &r.by_kind {

@@ -1,22 +1,18 @@
 //! report.md: the summary as Markdown tables.
+use super::metrics::{columns, scale, Scale, Table};
 use super::store::Row;
 use super::summary::{Aggregate, Summary};
 use std::fmt::Write;
 
-/// Formats an optional metric value: rates and shares as percentages, other values
-/// with 2 decimals (`-` when absent).
+/// Formats an optional metric value by its [`Scale`]: shares as percentages,
+/// differences of shares signed in percentage points, numbers with their decimals
+/// (`-` when absent).
 pub(super) fn show(name: &str, v: Option<f64>) -> String {
     let Some(x) = v else { return "-".into() };
-    if name == "recall_gain" {
-        show_diff(name, v)
-    } else if is_share(name) {
-        format!("{:.1}%", 100.0 * x)
-    } else if name == "cost_usd" {
-        format!("{x:.4}")
-    } else if name.starts_with("latency") {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
+    match scale(name) {
+        Scale::ShareDiff => show_diff(name, v),
+        Scale::Share => format!("{:.1}%", 100.0 * x),
+        Scale::Number(decimals) => format!("{x:.decimals$}"),
     }
 }
 
@@ -74,44 +70,6 @@ fn cell(a: &Aggregate, name: &str) -> String {
         _ => "-".into(),
     }
 }
-
-/// Columns of the quality table.
-pub(super) const QUALITY: &[&str] = &[
-    "must_contain",
-    "must_contain_terms",
-    "f1",
-    "recall_first",
-    "recall_final",
-    "recall_gain",
-    "precision_first",
-    "precision_final",
-    "declined_unanswerable",
-    "declined_answerable",
-];
-
-/// Columns of the by-kind table (both reports).
-pub(super) const BY_KIND: &[&str] = &[
-    "must_contain",
-    "f1",
-    "recall_first",
-    "recall_final",
-    "iterations",
-    "fallback",
-    "declined_unanswerable",
-    "declined_answerable",
-];
-
-/// Columns of the loop and cost table.
-pub(super) const LOOP: &[&str] = &[
-    "iterations",
-    "loop_bound",
-    "fallback",
-    "failed",
-    "calls",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-];
 
 fn table(out: &mut String, head: &[String], rows: &[Vec<String>]) {
     let _ = writeln!(out, "| {} |", head.join(" | "));
@@ -188,26 +146,31 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         );
     }
     let _ = writeln!(out, "## Answer and retrieval quality\n");
+    let (quality, by_kind, loop_cols) = (
+        columns(Table::Quality),
+        columns(Table::ByKind),
+        columns(Table::Loop),
+    );
     let mut rows_q = Vec::new();
     let mut rows_l = Vec::new();
     for (v, r) in &s.results {
         let a = &r.overall;
         let mut q = vec![v.clone(), a.n.to_string()];
-        q.extend(QUALITY.iter().map(|m| cell(a, m)));
+        q.extend(quality.iter().map(|m| cell(a, m)));
         rows_q.push(q);
         let mut l = vec![v.clone(), a.n.to_string()];
-        l.extend(LOOP.iter().map(|m| cell(a, m)));
+        l.extend(loop_cols.iter().map(|m| cell(a, m)));
         l.push(show("latency_p50_ms", a.latency_ms.p50));
         l.push(show("latency_p95_ms", a.latency_ms.p95));
         l.push(show("latency_p99_ms", a.latency_ms.p99));
         rows_l.push(l);
     }
-    table(&mut out, &heads("variant", QUALITY), &rows_q);
+    table(&mut out, &heads("variant", &quality), &rows_q);
     let _ = writeln!(
         out,
         "## Loop, usage and latency (per question; latency in ms)\n"
     );
-    let mut h = heads("variant", LOOP);
+    let mut h = heads("variant", &loop_cols);
     h.extend(["p50".to_string(), "p95".to_string(), "p99".to_string()]);
     table(&mut out, &h, &rows_l);
 
@@ -234,7 +197,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     );
 
     let _ = writeln!(out, "## By question kind\n");
-    let kind_cols = BY_KIND;
+    let kind_cols = &by_kind;
     let mut k_rows = Vec::new();
     for (v, r) in &s.results {
         for (k, a) in &r.by_kind {

@@ -18,12 +18,11 @@
 //! | `usage` | object | `calls`, `input_tokens`, `output_tokens`, `cost_usd` |
 //! | `latency_ms` | number | wall time of the run |
 //! | `error` | string or null | why the run failed or was limited |
-//! | `metrics` | object | [`RowMetrics`](super::metrics::RowMetrics) |
+//! | `metrics` | object | [`RowMetrics`] |
 //!
 //! Resuming ([`read_for_resume`]) keeps every complete row, drops a torn last line
 //! (an eval killed in the middle of a write) by truncating the file to the last
 //! newline, and refuses a corrupt line elsewhere.
-use super::metrics::RowMetrics;
 use crate::runtime::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -66,6 +65,27 @@ impl std::iter::Sum for Usage {
             a
         })
     }
+}
+
+/// Per-question metrics stored in each results.jsonl row (`metrics` key), computed
+/// by [`super::metrics::row_metrics`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowMetrics {
+    /// Every must_contain term is in the answer (`null` when the item has none).
+    pub must_contain_hit: Option<bool>,
+    /// Share of must_contain terms in the answer (`null` when the item has none).
+    pub must_contain_terms: Option<f64>,
+    /// SQuAD token F1 against the reference answer, 0..1.
+    pub f1: f64,
+    /// recall@k of each retrieval pass, in order (empty when the item has no labelled
+    /// source).
+    pub recall: Vec<f64>,
+    /// Context precision of each retrieval pass (same shape as `recall`).
+    pub precision: Vec<f64>,
+    /// The run declined to answer (see [`super::metrics::declined`]).
+    pub declined: bool,
+    /// Status exhausted or limit.
+    pub loop_bound: bool,
 }
 
 /// One results.jsonl row (see the module docs).

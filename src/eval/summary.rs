@@ -34,7 +34,7 @@
 //! significant difference` otherwise; `insufficient data` when fewer than
 //! [`MIN_PAIRED`](super::stats::MIN_PAIRED) (10) questions are paired.
 use super::dataset::{Item, LineError};
-use super::metrics::{value, Kind, MetricDef, METRICS};
+use super::metrics::{Kind, MetricDef, Question, LATENCY_PERCENTILES, METRICS};
 use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, MIN_PAIRED, SEED};
 use super::store::Row;
 use indexmap::IndexMap;
@@ -119,7 +119,7 @@ pub fn gate_metric_names() -> Vec<&'static str> {
     METRICS
         .iter()
         .map(|m| m.name)
-        .chain(["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"])
+        .chain(LATENCY_PERCENTILES)
         .collect()
 }
 
@@ -132,7 +132,7 @@ pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
     for d in METRICS {
         let xs: Vec<f64> = rows
             .iter()
-            .filter_map(|(r, it)| value(d.name, r, !it.sources.is_empty(), it.unanswerable()))
+            .filter_map(|(r, it)| (d.value)(r, Question::of(it)))
             .collect();
         metrics.insert(
             d.name.to_string(),
@@ -261,8 +261,8 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
             let mut xa = Vec::new();
             let mut xb = Vec::new();
             for (ra, rb, it) in &paired {
-                let (l, u) = (!it.sources.is_empty(), it.unanswerable());
-                if let (Some(va), Some(vb)) = (value(d.name, ra, l, u), value(d.name, rb, l, u)) {
+                let q = Question::of(it);
+                if let (Some(va), Some(vb)) = ((d.value)(ra, q), (d.value)(rb, q)) {
                     xa.push(va);
                     xb.push(vb);
                 }
