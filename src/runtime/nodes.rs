@@ -92,7 +92,129 @@ pub(super) fn name(n: &'static str) -> Arc<str> {
     })
 }
 
-pub(super) type StepError = (String, Option<LlmStats>);
+/// Why a node's execution failed. The interpreter shows it as ``node `N`: {error}``
+/// (the messages below are the text after that prefix).
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The `query` template of a retrieve or tool node failed to render.
+    #[error("query template: {0}")]
+    Query(String),
+    /// The node's retriever was not opened.
+    #[error("retriever `{0}` is not open")]
+    RetrieverNotOpen(String),
+    /// The retriever's search failed.
+    #[error("retriever `{retriever}`: {message}")]
+    Retriever {
+        /// Retriever name.
+        retriever: String,
+        /// The search's message.
+        message: String,
+    },
+    /// The node names a tool the spec does not define.
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+    /// The node's tool was not opened.
+    #[error("tool `{0}` is not open")]
+    ToolNotOpen(String),
+    /// The tool's search failed; the message starts with ``tool `T`: ``.
+    #[error("{0}")]
+    Tool(String),
+    /// The node's model has no provider.
+    #[error("model `{0}` has no provider")]
+    NoProvider(String),
+    /// A map's `over` is not a list (`found`: what it is).
+    #[error("over `{over}` is not a list: {found}")]
+    NotAList {
+        /// The `over` expression.
+        over: String,
+        /// What it evaluated to, or why it cannot be iterated.
+        found: String,
+    },
+    /// A map's `over` expression failed.
+    #[error("over `{over}`: {message}")]
+    Over {
+        /// The `over` expression.
+        over: String,
+        /// The evaluation's message.
+        message: String,
+    },
+    /// An `inputs` value of an llm or map call failed.
+    #[error("input `{input}`: {message}")]
+    Input {
+        /// Input name.
+        input: String,
+        /// The evaluation's message.
+        message: String,
+    },
+    /// The system or user prompt failed to render.
+    #[error("{part} prompt: {message}")]
+    Prompt {
+        /// `system` or `user`.
+        part: &'static str,
+        /// The template's message.
+        message: String,
+    },
+    /// One item of a map failed (its siblings were cancelled).
+    #[error("item {index}: {error}")]
+    Item {
+        /// 0-based item index.
+        index: usize,
+        /// What failed.
+        error: Box<StepError>,
+    },
+    /// The provider failed (after its retries).
+    #[error("model `{model}`: provider failed: {error}")]
+    Provider {
+        /// Model name.
+        model: String,
+        /// The provider's error.
+        error: ProviderError,
+    },
+    /// A text call returned structured output.
+    #[error("model `{model}`: expected text output, the model returned {found}")]
+    NotText {
+        /// Model name.
+        model: String,
+        /// The JSON type returned.
+        found: &'static str,
+    },
+    /// Structured output still violates the schema after every repair turn.
+    #[error("model `{model}`: structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {output})")]
+    SchemaMismatch {
+        /// Model name.
+        model: String,
+        /// Repair turns made.
+        repairs: u32,
+        /// The last violation.
+        violation: String,
+        /// The last output, cut to 200 characters.
+        output: String,
+    },
+    /// A repair turn's call failed.
+    #[error("model `{model}`: structured output does not match the schema ({violation}); repair turn {repair} failed: provider failed: {error}")]
+    RepairFailed {
+        /// Model name.
+        model: String,
+        /// The violation the repair turn was to fix.
+        violation: String,
+        /// 1-based repair turn.
+        repair: u32,
+        /// The provider's error.
+        error: ProviderError,
+    },
+}
+
+impl StepError {
+    fn item(index: usize, error: StepError) -> StepError {
+        StepError::Item {
+            index,
+            error: Box::new(error),
+        }
+    }
+}
+
+/// A failed step: the error, and the LLM usage of the calls it made.
+pub(super) type Failure = (StepError, Option<LlmStats>);
 
 /// The LLM usage of one step, added to as each call starts and ends. It lives
 /// outside the step's future, so the usage of the calls that finished is kept when
@@ -169,8 +291,8 @@ pub(super) async fn exec(
     mirror: &Arc<Mirror>,
     state: &Value,
     meter: &Meter,
-) -> Result<NodeOut, StepError> {
-    let plain = |e: String| (e, None);
+) -> Result<NodeOut, Failure> {
+    let plain = |e: StepError| (e, None);
     match &node.body {
         Body::Update => Ok(NodeOut::plain(None, node)),
         Body::Retrieve {
@@ -179,15 +301,17 @@ pub(super) async fn exec(
             top_k,
         } => {
             let q = render(query, &Scope::make(mirror, Vec::new()))
-                .map_err(|e| plain(format!("query template: {e}")))?;
+                .map_err(|e| plain(StepError::Query(e)))?;
             let r = res
                 .retrievers
                 .get(retriever)
-                .ok_or_else(|| plain(format!("retriever `{retriever}` is not open")))?;
-            let docs = r
-                .search(&q, *top_k)
-                .await
-                .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
+                .ok_or_else(|| plain(StepError::RetrieverNotOpen(retriever.clone())))?;
+            let docs = r.search(&q, *top_k).await.map_err(|e| {
+                plain(StepError::Retriever {
+                    retriever: retriever.clone(),
+                    message: e.to_string(),
+                })
+            })?;
             Ok(documents_out(docs, node))
         }
         Body::Tool { tool, query } => {
@@ -196,26 +320,26 @@ pub(super) async fn exec(
                 .spec
                 .tools
                 .get(tool)
-                .ok_or_else(|| plain(format!("unknown tool `{tool}`")))?;
+                .ok_or_else(|| plain(StepError::UnknownTool(tool.clone())))?;
             let top_k = match spec {
                 crate::spec::types::ToolSpec::Corpus { top_k, .. }
                 | crate::spec::types::ToolSpec::Searxng { top_k, .. }
                 | crate::spec::types::ToolSpec::Tavily { top_k, .. } => *top_k as usize,
             };
             let q = render(query, &Scope::make(mirror, Vec::new()))
-                .map_err(|e| plain(format!("query template: {e}")))?;
+                .map_err(|e| plain(StepError::Query(e)))?;
             let r = res
                 .tools
                 .get(tool)
-                .ok_or_else(|| plain(format!("tool `{tool}` is not open")))?;
+                .ok_or_else(|| plain(StepError::ToolNotOpen(tool.clone())))?;
             let docs = r.search(&q, top_k).await.map_err(|e| {
                 // Web-search tools name themselves already.
                 let own = format!("tool `{tool}`: ");
-                plain(if e.starts_with(&own) {
+                plain(StepError::Tool(if e.starts_with(&own) {
                     e
                 } else {
                     format!("{own}{e}")
-                })
+                }))
             })?;
             Ok(documents_out(docs, node))
         }
@@ -239,8 +363,12 @@ pub(super) async fn exec(
             concurrency,
         } => {
             let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let not_list =
-                |what: String| plain(format!("over `{}` is not a list: {what}", over.source));
+            let not_list = |found: String| {
+                plain(StepError::NotAList {
+                    over: over.source.clone(),
+                    found,
+                })
+            };
             // Items as template values and as JSON.
             let items: Vec<(JValue, Value)> = match over_name
                 .as_deref()
@@ -259,7 +387,12 @@ pub(super) async fn exec(
                 None => {
                     let list = over
                         .eval(&Scope::make(mirror, Vec::new()))
-                        .map_err(|e| plain(format!("over `{}`: {e}", over.source)))?;
+                        .map_err(|message| {
+                            plain(StepError::Over {
+                                over: over.source.clone(),
+                                message,
+                            })
+                        })?;
                     // Strings and maps are iterable in templates, but fanning out over
                     // characters or keys is never what a spec means.
                     if !matches!(
@@ -283,7 +416,7 @@ pub(super) async fn exec(
             for (i, item) in items.into_iter().enumerate() {
                 reqs.push(
                     request(node, call, mirror, state, Some((i, item)))
-                        .map_err(|e| plain(format!("item {i}: {e}")))?
+                        .map_err(|e| plain(StepError::item(i, e)))?
                         .0,
                 );
             }
@@ -294,7 +427,7 @@ pub(super) async fn exec(
             // `Send` for every lifetime so callers can `tokio::spawn` runs (rustc
             // cannot prove it through a closure returning an async block).
             let n = reqs.len();
-            let mut tasks: Vec<BoxFuture<'_, (usize, Result<Value, String>)>> =
+            let mut tasks: Vec<BoxFuture<'_, (usize, Result<Value, StepError>)>> =
                 Vec::with_capacity(n);
             for (i, (req, first)) in reqs.iter().zip(firsts).enumerate() {
                 tasks.push(Box::pin(async move {
@@ -313,7 +446,7 @@ pub(super) async fn exec(
                     Ok(v) => outs[i] = Some(v),
                     Err(e) => {
                         drop(running);
-                        return Err((format!("item {i}: {e}"), Some(meter.get())));
+                        return Err((StepError::item(i, e), Some(meter.get())));
                     }
                 }
             }
@@ -326,10 +459,10 @@ pub(super) async fn exec(
     }
 }
 
-fn provider<'r>(res: &'r Resources, call: &LlmProg) -> Result<&'r Arc<dyn Provider>, String> {
+fn provider<'r>(res: &'r Resources, call: &LlmProg) -> Result<&'r Arc<dyn Provider>, StepError> {
     res.providers
         .get(&call.model)
-        .ok_or_else(|| format!("model `{}` has no provider", call.model))
+        .ok_or_else(|| StepError::NoProvider(call.model.clone()))
 }
 
 pub(super) type Inputs = Vec<(Arc<str>, JValue)>;
@@ -344,7 +477,7 @@ pub(super) fn request(
     mirror: &Arc<Mirror>,
     state: &Value,
     item: Option<(usize, (JValue, Value))>,
-) -> Result<(LlmRequest, Inputs), String> {
+) -> Result<(LlmRequest, Inputs), StepError> {
     let mut extra: Inputs = Vec::with_capacity(call.inputs.len() + 2);
     if let Some((i, (v, _))) = &item {
         extra.push((name("item"), v.clone()));
@@ -358,14 +491,19 @@ pub(super) fn request(
     let mut inputs_json = Map::new();
     let mut inputs: Inputs = Vec::with_capacity(call.inputs.len());
     for (input, c) in &call.inputs {
-        let v = c
-            .eval_jinja(&base)
-            .map_err(|e| format!("input `{input}`: {e}"))?;
+        let v = c.eval_jinja(&base).map_err(|message| StepError::Input {
+            input: input.to_string(),
+            message,
+        })?;
         let j = match c {
-            Compiled::Name(n) => names
-                .json(n)
-                .ok_or_else(|| format!("input `{input}`: `{n}` is not defined"))?,
-            _ => to_json(&v).map_err(|e| format!("input `{input}`: {e}"))?,
+            Compiled::Name(n) => names.json(n).ok_or_else(|| StepError::Input {
+                input: input.to_string(),
+                message: format!("`{n}` is not defined"),
+            })?,
+            _ => to_json(&v).map_err(|message| StepError::Input {
+                input: input.to_string(),
+                message,
+            })?,
         };
         inputs_json.insert(input.to_string(), j);
         inputs.push((Arc::clone(input), v));
@@ -377,9 +515,10 @@ pub(super) fn request(
     if let Some(t) = &call.system {
         messages.push(Message {
             role: "system".into(),
-            content: t
-                .render(&scope)
-                .map_err(|e| format!("system prompt: {e}"))?,
+            content: t.render(&scope).map_err(|message| StepError::Prompt {
+                part: "system",
+                message,
+            })?,
         });
     }
     messages.push(Message {
@@ -387,7 +526,10 @@ pub(super) fn request(
         content: call
             .user
             .render(&scope)
-            .map_err(|e| format!("user prompt: {e}"))?,
+            .map_err(|message| StepError::Prompt {
+                part: "user",
+                message,
+            })?,
     });
     let req = LlmRequest {
         node: node.name.clone(),
@@ -461,7 +603,7 @@ async fn complete(
     first_req: &LlmRequest,
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     meter: &Meter,
-) -> Result<Value, String> {
+) -> Result<Value, StepError> {
     let turns = complete_turns(provider, call, first_req, first, meter);
     crate::retries::in_item(first_req.item, turns).await
 }
@@ -472,17 +614,16 @@ async fn complete_turns(
     first_req: &LlmRequest,
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     meter: &Meter,
-) -> Result<Value, String> {
+) -> Result<Value, StepError> {
     let mut turn = timed(first, meter).await;
     let Some((_, check)) = &call.schema else {
         let resp = turn.map_err(|e| provider_error(call, e))?;
         return match resp.output {
             Value::String(s) => Ok(Value::String(s)),
-            other => Err(format!(
-                "model `{}`: expected text output, the model returned {}",
-                call.model,
-                super::state::kind(&other)
-            )),
+            other => Err(StepError::NotText {
+                model: call.model.clone(),
+                found: super::state::kind(&other),
+            }),
         };
     };
     let mut repairs = 0u32;
@@ -519,11 +660,12 @@ async fn complete_turns(
             Err(e) => return Err(provider_error(call, e)),
         };
         if repairs >= call.repairs {
-            return Err(format!(
-                "model `{}`: structured output does not match the schema after {repairs} repair turn(s): {violation} (output: {})",
-                call.model,
-                truncate(&output, 200)
-            ));
+            return Err(StepError::SchemaMismatch {
+                model: call.model.clone(),
+                repairs,
+                violation,
+                output: truncate(&output, 200),
+            });
         }
         repairs += 1;
         let req = repair.get_or_insert_with(|| first_req.clone());
@@ -544,10 +686,12 @@ async fn complete_turns(
         turn = match timed(fut, meter).await {
             Err(e @ ProviderError::InvalidOutput { .. }) => Err(e),
             Err(e) => {
-                return Err(format!(
-                    "model `{}`: structured output does not match the schema ({violation}); repair turn {repairs} failed: provider failed: {e}",
-                    call.model
-                ))
+                return Err(StepError::RepairFailed {
+                    model: call.model.clone(),
+                    violation,
+                    repair: repairs,
+                    error: e,
+                })
             }
             ok => ok,
         };
@@ -558,8 +702,11 @@ async fn complete_turns(
 /// ones are cut, with `...`).
 const REPAIR_REPLY_CHARS: usize = 4000;
 
-fn provider_error(call: &LlmProg, e: ProviderError) -> String {
-    format!("model `{}`: provider failed: {e}", call.model)
+fn provider_error(call: &LlmProg, e: ProviderError) -> StepError {
+    StepError::Provider {
+        model: call.model.clone(),
+        error: e,
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

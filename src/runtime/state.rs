@@ -9,6 +9,41 @@ use crate::spec::types::Reducer;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
+/// Why a state value could not be set, merged or checked. The messages are the
+/// runtime's (a step failure wraps them as `node `N`: update of `F`: ...`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// `--set` without `=` or with an empty field name (the argument as given).
+    #[error("`--set {0}`: expected FIELD=VALUE")]
+    BadSet(String),
+    /// The field's current value has the wrong JSON type for its reducer.
+    #[error("reducer `{reducer}` needs {needs}, the field holds {found}")]
+    FieldType {
+        /// `append`, `add` or `merge`.
+        reducer: &'static str,
+        /// What the reducer needs: `an array`, `a number`, `an object`.
+        needs: &'static str,
+        /// The JSON type found ([`kind`]).
+        found: &'static str,
+    },
+    /// The update's value has the wrong JSON type for the reducer.
+    #[error("reducer `{reducer}` needs {needs}, the update is {found}")]
+    UpdateType {
+        /// `add` or `merge`.
+        reducer: &'static str,
+        /// What the reducer needs.
+        needs: &'static str,
+        /// The JSON type found ([`kind`]).
+        found: &'static str,
+    },
+    /// `add` overflowed to a non-finite number.
+    #[error("reducer `add`: the sum is not finite")]
+    NotFinite,
+    /// A JSON Schema does not compile (the compiler's message).
+    #[error("{0}")]
+    Schema(String),
+}
+
 /// The state object of a run.
 pub type State = Map<String, Value>;
 
@@ -21,13 +56,13 @@ pub fn parse_set_value(text: &str) -> Value {
 /// Splits `FIELD=VALUE` into the field and its parsed value.
 ///
 /// # Errors
-/// A message when there is no `=` or the field is empty.
-pub fn parse_set(arg: &str) -> Result<(String, Value), String> {
+/// [`StateError::BadSet`] when there is no `=` or the field is empty.
+pub fn parse_set(arg: &str) -> Result<(String, Value), StateError> {
     match arg.split_once('=') {
         Some((field, value)) if !field.trim().is_empty() => {
             Ok((field.trim().to_string(), parse_set_value(value)))
         }
-        _ => Err(format!("`--set {arg}`: expected FIELD=VALUE")),
+        _ => Err(StateError::BadSet(arg.to_string())),
     }
 }
 
@@ -61,8 +96,9 @@ pub fn initial_state(
 ///   it, shallowly.
 ///
 /// # Errors
-/// A message when the old or new value has the wrong type for the reducer.
-pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value, String> {
+/// [`StateError::FieldType`]/[`StateError::UpdateType`] when the old or new value has
+/// the wrong type for the reducer, [`StateError::NotFinite`] for a sum that overflows.
+pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value, StateError> {
     match reducer {
         Reducer::Replace => Ok(new),
         Reducer::Append => {
@@ -70,10 +106,11 @@ pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(a)) => a.clone(),
                 Some(other) => {
-                    return Err(format!(
-                        "reducer `append` needs an array, the field holds {}",
-                        kind(other)
-                    ))
+                    return Err(StateError::FieldType {
+                        reducer: "append",
+                        needs: "an array",
+                        found: kind(other),
+                    })
                 }
             };
             match new {
@@ -97,16 +134,18 @@ pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value
                     let s = a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0);
                     serde_json::Number::from_f64(s)
                         .map(Value::Number)
-                        .ok_or_else(|| "reducer `add`: the sum is not finite".into())
+                        .ok_or(StateError::NotFinite)
                 }
-                (Value::Number(_), v) => Err(format!(
-                    "reducer `add` needs a number, the update is {}",
-                    kind(v)
-                )),
-                (v, _) => Err(format!(
-                    "reducer `add` needs a number, the field holds {}",
-                    kind(v)
-                )),
+                (Value::Number(_), v) => Err(StateError::UpdateType {
+                    reducer: "add",
+                    needs: "a number",
+                    found: kind(v),
+                }),
+                (v, _) => Err(StateError::FieldType {
+                    reducer: "add",
+                    needs: "a number",
+                    found: kind(v),
+                }),
             }
         }
         Reducer::Merge => {
@@ -114,10 +153,11 @@ pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value
                 None | Some(Value::Null) => Map::new(),
                 Some(Value::Object(m)) => m.clone(),
                 Some(other) => {
-                    return Err(format!(
-                        "reducer `merge` needs an object, the field holds {}",
-                        kind(other)
-                    ))
+                    return Err(StateError::FieldType {
+                        reducer: "merge",
+                        needs: "an object",
+                        found: kind(other),
+                    })
                 }
             };
             match new {
@@ -127,10 +167,11 @@ pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value
                     }
                     Ok(Value::Object(out))
                 }
-                v => Err(format!(
-                    "reducer `merge` needs an object, the update is {}",
-                    kind(&v)
-                )),
+                v => Err(StateError::UpdateType {
+                    reducer: "merge",
+                    needs: "an object",
+                    found: kind(&v),
+                }),
             }
         }
     }
@@ -197,15 +238,15 @@ impl SchemaCheck {
     /// Compiles a schema.
     ///
     /// # Errors
-    /// The compiler's message when the schema is not valid.
-    pub fn new(schema: &Value) -> Result<SchemaCheck, String> {
+    /// [`StateError::Schema`] with the compiler's message when the schema is not valid.
+    pub fn new(schema: &Value) -> Result<SchemaCheck, StateError> {
         jsonschema::validator_for(schema)
             .map(|validator| SchemaCheck {
                 validator,
                 schema: std::sync::Arc::new(schema.clone()),
                 integers: super::integers::mentions_integer(schema),
             })
-            .map_err(|e| e.to_string())
+            .map_err(|e| StateError::Schema(e.to_string()))
     }
 
     /// The schema.
