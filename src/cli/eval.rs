@@ -5,7 +5,7 @@
 //! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran; another eval
 //! holding --out included); 5 a gate failed; 130 interrupted by SIGINT/SIGTERM (partial reports)
 //! (reports are written in every case where runs happened).
-use ragloop::eval::{run_eval_until, EvalConfig, EvalError};
+use ragloop::eval::{run_eval_until, EvalConfig};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -153,11 +153,12 @@ pub fn run(args: EvalArgs) -> ExitCode {
     };
     let cancel = super::signals::install(&rt, "eval");
     match rt.block_on(run_eval_until(&cfg, &cancel)) {
-        Err(EvalError::Usage(m)) => {
-            ragloop::errln!("ragloop eval: {m}");
+        Err(e) if e.is_usage() => {
+            ragloop::errln!("ragloop eval: {e}");
             ExitCode::from(super::EXIT_USAGE)
         }
-        Err(EvalError::Failed(m)) => {
+        Err(e) => {
+            let m = e.to_string();
             // Rendered diagnostics (several lines, with their own `error[...]`
             // headers) are printed as they are; a one-line message gets the prefix.
             if m.trim_end().contains('\n') {

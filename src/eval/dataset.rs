@@ -43,6 +43,42 @@ impl Item {
     }
 }
 
+/// Why a dataset cannot be evaluated at all (bad single lines are [`LineError`]s
+/// instead).
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        /// The dataset file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The file is not UTF-8.
+    #[error("{} is not UTF-8 (byte offset {offset})", path.display())]
+    NotUtf8 {
+        /// The dataset file.
+        path: std::path::PathBuf,
+        /// Byte offset of the first invalid sequence.
+        offset: usize,
+    },
+    /// Ids used more than once: one `line N: duplicate id `X` (first on line M)` each.
+    #[error("{}", .0.join("; "))]
+    DuplicateIds(Vec<String>),
+    /// No line at all.
+    #[error("the dataset has no question")]
+    Empty,
+    /// A fault of the text of this file.
+    #[error("{}: {error}", path.display())]
+    In {
+        /// The dataset file.
+        path: std::path::PathBuf,
+        /// The fault.
+        error: Box<DatasetError>,
+    },
+}
+
 /// A dataset line that could not be used.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LineError {
@@ -159,7 +195,7 @@ pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
 /// # Errors
 /// Duplicate ids (every duplicate, with both line numbers), or a text without any
 /// line at all: the dataset cannot be evaluated.
-pub fn parse(text: &str) -> Result<Dataset, String> {
+pub fn parse(text: &str) -> Result<Dataset, DatasetError> {
     let mut ds = Dataset::default();
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut dups = Vec::new();
@@ -188,10 +224,10 @@ pub fn parse(text: &str) -> Result<Dataset, String> {
         }
     }
     if !dups.is_empty() {
-        return Err(dups.join("; "));
+        return Err(DatasetError::DuplicateIds(dups));
     }
     if ds.items.is_empty() && ds.errors.is_empty() {
-        return Err("the dataset has no question".into());
+        return Err(DatasetError::Empty);
     }
     Ok(ds)
 }
@@ -201,16 +237,19 @@ pub fn parse(text: &str) -> Result<Dataset, String> {
 /// # Errors
 /// The file cannot be read or is not UTF-8, or [`parse`] fails; messages name the
 /// file.
-pub fn load(path: &Path) -> Result<Dataset, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{} is not UTF-8 (byte offset {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        )
+pub fn load(path: &Path) -> Result<Dataset, DatasetError> {
+    let bytes = std::fs::read(path).map_err(|error| DatasetError::Read {
+        path: path.to_path_buf(),
+        error,
     })?;
-    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let text = String::from_utf8(bytes).map_err(|e| DatasetError::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
+    })?;
+    parse(&text).map_err(|e| DatasetError::In {
+        path: path.to_path_buf(),
+        error: Box::new(e),
+    })
 }
 
 #[cfg(test)]
@@ -273,7 +312,7 @@ mod tests {
 
     #[test]
     fn duplicate_ids_are_an_error() {
-        let e = parse(&format!("{GOOD}\n{GOOD}\n")).unwrap_err();
+        let e = parse(&format!("{GOOD}\n{GOOD}\n")).unwrap_err().to_string();
         assert!(
             e.contains("line 2: duplicate id `a` (first on line 1)"),
             "{e}"

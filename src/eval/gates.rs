@@ -36,34 +36,108 @@ pub enum Gate {
     NotWorse(String),
 }
 
+/// A gate flag that cannot be used (a usage error, exit 2). `gate` is the flag and
+/// its argument as given (`--fail-under f1=2`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GateError {
+    /// No `=`.
+    #[error("`{gate}`: expected [VARIANT:]METRIC=VALUE")]
+    Syntax {
+        /// Flag and argument.
+        gate: String,
+    },
+    /// Not a metric name.
+    #[error("`{gate}`: unknown metric `{metric}` (metrics: {known})")]
+    UnknownMetric {
+        /// Flag and argument.
+        gate: String,
+        /// The name given.
+        metric: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// A variant that is not evaluated.
+    #[error("`{gate}`: variant `{variant}` is not evaluated (variants: {variants})")]
+    UnknownVariant {
+        /// Flag and argument.
+        gate: String,
+        /// The name given.
+        variant: String,
+        /// The evaluated variants, comma-separated.
+        variants: String,
+    },
+    /// The bound is not a finite number.
+    #[error("`{gate}`: `{value}` is not a number")]
+    NotANumber {
+        /// Flag and argument.
+        gate: String,
+        /// The text given.
+        value: String,
+    },
+    /// A share metric bounded outside its range (a percentage, probably).
+    #[error("`{gate}`: {metric} is a share from {low} to {high}, not a percentage (e.g. {metric}=0.3 for 30%)")]
+    NotAShare {
+        /// Flag and argument.
+        gate: String,
+        /// Metric name.
+        metric: String,
+        /// Lowest allowed bound.
+        low: f64,
+        /// Highest allowed bound.
+        high: f64,
+    },
+    /// `--fail-if-worse base`.
+    #[error("--fail-if-worse base: name a variant to compare with base")]
+    WorseThanBase,
+    /// `--fail-if-worse V` without `base` among the variants.
+    #[error("--fail-if-worse {variant}: `base` is not evaluated (add it to --variants)")]
+    NoBase {
+        /// The variant given.
+        variant: String,
+    },
+    /// `--fail-if-worse V` with V not evaluated.
+    #[error(
+        "--fail-if-worse {variant}: variant `{variant}` is not evaluated (variants: {variants})"
+    )]
+    NotEvaluated {
+        /// The variant given.
+        variant: String,
+        /// The evaluated variants, comma-separated.
+        variants: String,
+    },
+}
+
 /// Parses `[VARIANT:]METRIC=VALUE` (`over`: for `--fail-over`) and checks the names
 /// against the evaluated variants.
 ///
 /// # Errors
-/// A usage message naming the flag and what is wrong (unknown metric or variant, not
-/// a number, a share metric bounded outside 0..1).
-pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, String> {
+/// A [`GateError`] naming the flag and what is wrong (unknown metric or variant, not
+/// a number, a share metric bounded outside its range).
+pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, GateError> {
     let flag = if over { "--fail-over" } else { "--fail-under" };
+    let gate = || format!("{flag} {arg}");
     let (lhs, v) = arg
         .split_once('=')
-        .ok_or_else(|| format!("`{flag} {arg}`: expected [VARIANT:]METRIC=VALUE"))?;
+        .ok_or_else(|| GateError::Syntax { gate: gate() })?;
     let (variant, metric) = match lhs.split_once(':') {
         Some((v, m)) => (Some(v.trim().to_string()), m.trim()),
         None => (None, lhs.trim()),
     };
     let names = gate_metric_names();
     if !names.contains(&metric) {
-        return Err(format!(
-            "`{flag} {arg}`: unknown metric `{metric}` (metrics: {})",
-            names.join(", ")
-        ));
+        return Err(GateError::UnknownMetric {
+            gate: gate(),
+            metric: metric.to_string(),
+            known: names.join(", "),
+        });
     }
     if let Some(var) = &variant {
         if !variants.contains(var) {
-            return Err(format!(
-                "`{flag} {arg}`: variant `{var}` is not evaluated (variants: {})",
-                variants.join(", ")
-            ));
+            return Err(GateError::UnknownVariant {
+                gate: gate(),
+                variant: var.clone(),
+                variants: variants.join(", "),
+            });
         }
     }
     let value: f64 = v
@@ -71,16 +145,22 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, S
         .parse()
         .ok()
         .filter(|x: &f64| x.is_finite())
-        .ok_or_else(|| format!("`{flag} {arg}`: `{}` is not a number", v.trim()))?;
+        .ok_or_else(|| GateError::NotANumber {
+            gate: gate(),
+            value: v.trim().to_string(),
+        })?;
     if let Some((low, high)) = super::metrics::scale(metric).bounds() {
         if !(low..=high).contains(&value) {
-            return Err(format!(
-                "`{flag} {arg}`: {metric} is a share from {low} to {high}, not a percentage (e.g. {metric}=0.3 for 30%)"
-            ));
+            return Err(GateError::NotAShare {
+                gate: gate(),
+                metric: metric.to_string(),
+                low,
+                high,
+            });
         }
     }
     Ok(Gate::Bound {
-        text: format!("{flag} {arg}"),
+        text: gate(),
         variant,
         metric: metric.to_string(),
         value,
@@ -91,21 +171,21 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, S
 /// Checks `--fail-if-worse VARIANT`: the variant and `base` must both be evaluated.
 ///
 /// # Errors
-/// A usage message.
-pub fn parse_not_worse(variant: &str, variants: &[String]) -> Result<Gate, String> {
+/// [`GateError::WorseThanBase`], [`GateError::NoBase`], [`GateError::NotEvaluated`].
+pub fn parse_not_worse(variant: &str, variants: &[String]) -> Result<Gate, GateError> {
     if variant == BASE {
-        return Err("--fail-if-worse base: name a variant to compare with base".into());
+        return Err(GateError::WorseThanBase);
     }
     if !variants.iter().any(|v| v == BASE) {
-        return Err(format!(
-            "--fail-if-worse {variant}: `base` is not evaluated (add it to --variants)"
-        ));
+        return Err(GateError::NoBase {
+            variant: variant.to_string(),
+        });
     }
     if !variants.iter().any(|v| v == variant) {
-        return Err(format!(
-            "--fail-if-worse {variant}: variant `{variant}` is not evaluated (variants: {})",
-            variants.join(", ")
-        ));
+        return Err(GateError::NotEvaluated {
+            variant: variant.to_string(),
+            variants: variants.join(", "),
+        });
     }
     Ok(Gate::NotWorse(variant.to_string()))
 }

@@ -95,21 +95,42 @@ impl EvalConfig {
     }
 }
 
-/// Why an eval did not produce reports.
-#[derive(Debug)]
+/// Why an eval did not run to its reports: [`EvalError::is_usage`] errors (exit 2)
+/// are found before anything ran; the others (exit 1) are a spec that does not load,
+/// resources that cannot open, or results that cannot be written.
+#[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     /// Bad arguments or input, found before anything ran (exit 2).
+    #[error("{0}")]
     Usage(String),
+    /// The dataset cannot be evaluated (exit 2).
+    #[error(transparent)]
+    Dataset(#[from] dataset::DatasetError),
+    /// A gate flag is wrong (exit 2).
+    #[error(transparent)]
+    Gate(#[from] gates::GateError),
+    /// The settings.json of `--resume` cannot be read (exit 2).
+    #[error(transparent)]
+    Settings(store::StoreError),
     /// The spec does not validate, resources cannot be opened, or the results cannot
     /// be written (exit 1). Rendered diagnostics may span several lines.
+    #[error("{0}")]
     Failed(String),
+    /// results.jsonl or settings.json cannot be read or written (exit 1).
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
 }
 
-impl std::fmt::Display for EvalError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EvalError::Usage(s) | EvalError::Failed(s) => f.write_str(s),
-        }
+impl EvalError {
+    /// Whether this is a usage error (exit 2): nothing ran.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            EvalError::Usage(_)
+                | EvalError::Dataset(_)
+                | EvalError::Gate(_)
+                | EvalError::Settings(_)
+        )
     }
 }
 
@@ -265,7 +286,7 @@ fn check_settings(cfg: &EvalConfig, now: &settings::Settings) -> Result<(), Eval
     if !cfg.resume || !cfg.out.is_dir() {
         return Ok(());
     }
-    let Some(old) = settings::read(&cfg.out).map_err(EvalError::Usage)? else {
+    let Some(old) = settings::read(&cfg.out).map_err(EvalError::Settings)? else {
         return Ok(());
     };
     let diff = old.differences(now);
@@ -312,7 +333,7 @@ pub async fn run_eval_until(
     cfg: &EvalConfig,
     cancel: &CancellationToken,
 ) -> Result<Outcome, EvalError> {
-    let ds = dataset::load(&cfg.dataset).map_err(EvalError::Usage)?;
+    let ds = dataset::load(&cfg.dataset)?;
     let mut warnings: Vec<String> = ds
         .errors
         .iter()
@@ -335,13 +356,13 @@ pub async fn run_eval_until(
     let variants = runner::resolve_variants(&cfg.spec, cfg.variants.as_deref())?;
     let mut gate_list = Vec::new();
     for g in &cfg.fail_under {
-        gate_list.push(gates::parse_bound(g, false, &variants).map_err(EvalError::Usage)?);
+        gate_list.push(gates::parse_bound(g, false, &variants)?);
     }
     for g in &cfg.fail_over {
-        gate_list.push(gates::parse_bound(g, true, &variants).map_err(EvalError::Usage)?);
+        gate_list.push(gates::parse_bound(g, true, &variants)?);
     }
     for v in &cfg.fail_if_worse {
-        gate_list.push(gates::parse_not_worse(v, &variants).map_err(EvalError::Usage)?);
+        gate_list.push(gates::parse_not_worse(v, &variants)?);
     }
     if cfg.retry_failed && !cfg.resume {
         return Err(EvalError::Usage(
@@ -419,9 +440,9 @@ pub async fn run_eval_until(
             files::SETTINGS
         ));
     }
-    settings::write(&cfg.out, &settings).map_err(EvalError::Failed)?;
+    settings::write(&cfg.out, &settings)?;
     let existing = if cfg.resume {
-        store::read_for_resume(&results_path).map_err(EvalError::Failed)?
+        store::read_for_resume(&results_path)?
     } else {
         store::Existing::default()
     };
@@ -436,7 +457,7 @@ pub async fn run_eval_until(
         });
         let dropped = before - existing.rows.len();
         if dropped > 0 || existing.duplicates > 0 {
-            store::rewrite(&results_path, &existing.rows).map_err(EvalError::Failed)?;
+            store::rewrite(&results_path, &existing.rows)?;
         }
         if dropped > 0 {
             warnings.push(format!(
@@ -450,7 +471,7 @@ pub async fn run_eval_until(
             results_path.display()
         ));
     }
-    let mut writer = store::Writer::open(&results_path, !cfg.resume).map_err(EvalError::Failed)?;
+    let mut writer = store::Writer::open(&results_path, !cfg.resume)?;
     let ids: HashSet<&str> = ds.items.iter().map(|i| i.id.as_str()).collect();
     let done: HashSet<(String, String)> = existing
         .rows

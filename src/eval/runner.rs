@@ -3,7 +3,7 @@
 //! into a [`Row`] and handed to one writer.
 use super::dataset::Item;
 use super::metrics::row_metrics;
-use super::store::{Row, Usage, Writer};
+use super::store::{Row, StoreError, Usage, Writer};
 use crate::retries::RetryEvent;
 use crate::runtime::{
     load_program, load_program_with, run_until, CancellationToken, LoadError, Observer, Program,
@@ -334,7 +334,7 @@ pub struct Executed {
 /// before is written.
 ///
 /// # Errors
-/// The write error.
+/// The write error ([`StoreError::Write`]).
 // The hooks (row, retry, cancel) are independent inputs of one loop; a struct would
 // only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -347,7 +347,7 @@ pub async fn execute(
     cancel: &CancellationToken,
     mut on_row: impl FnMut(&Row),
     on_retry: Option<OnRetry>,
-) -> Result<Executed, String> {
+) -> Result<Executed, StoreError> {
     let items: Vec<Arc<Item>> = items.iter().cloned().map(Arc::new).collect();
     let mut queue = Vec::new();
     for (vi, v) in variants.iter().enumerate() {

@@ -14,6 +14,7 @@
 //! `--resume` reads it back and refuses (a usage error) when any field differs,
 //! naming each field with its old and new value. A directory without settings.json
 //! (written by an older ragloop) is resumed with a warning and gets one.
+use super::store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -98,14 +99,14 @@ impl Settings {
 ///
 /// # Errors
 /// The file exists but cannot be read or is not a settings object (message names it).
-pub fn read(dir: &Path) -> Result<Option<Settings>, String> {
+pub fn read(dir: &Path) -> Result<Option<Settings>, StoreError> {
     let path = dir.join(SETTINGS_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| format!("{}: not a settings file: {e}", path.display())),
+            .map_err(|error| StoreError::NotSettings { path, error }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(error) => Err(StoreError::Read { path, error }),
     }
 }
 
@@ -113,15 +114,15 @@ pub fn read(dir: &Path) -> Result<Option<Settings>, String> {
 ///
 /// # Errors
 /// The file cannot be written (message names it).
-pub fn write(dir: &Path, s: &Settings) -> Result<(), String> {
+pub fn write(dir: &Path, s: &Settings) -> Result<(), StoreError> {
     let path = dir.join(SETTINGS_FILE);
     let tmp = dir.join(format!(".{SETTINGS_FILE}.tmp"));
-    let text = serde_json::to_string_pretty(s).map_err(|e| e.to_string())? + "\n";
+    let text = serde_json::to_string_pretty(s)? + "\n";
     std::fs::write(&tmp, text)
         .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| {
+        .map_err(|error| {
             let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", path.display())
+            StoreError::Write { path, error }
         })
 }
 

@@ -28,7 +28,80 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// An eval's file (results.jsonl, settings.json) that cannot be read, parsed or
+/// written. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Reading failed.
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// Opening for writing failed.
+    #[error("cannot open {}: {error}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// Cutting a torn last line away failed.
+    #[error("cannot truncate {}: {error}", path.display())]
+    Truncate {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// Writing failed.
+    #[error("cannot write {}: {error}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// Replacing the file atomically failed.
+    #[error("cannot rewrite {}: {error}", path.display())]
+    Rewrite {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The path exists and is not a regular file.
+    #[error("{}: not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A line other than the last is not a result row.
+    #[error("{}:{line}: not a result row ({message}); fix or remove the line, or start a new --out directory", path.display())]
+    BadRow {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// settings.json does not hold a settings object.
+    #[error("{}: not a settings file: {error}", path.display())]
+    NotSettings {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        error: serde_json::Error,
+    },
+    /// A value could not be serialized (never for rows and settings built by ragloop).
+    #[error("{0}")]
+    Serialize(#[from] serde_json::Error),
+}
 
 /// LLM usage of a row, and summed over rows (the summary's `totals`).
 ///
@@ -184,17 +257,18 @@ pub fn non_empty(path: &Path) -> bool {
 /// The file is not a regular file, cannot be read or truncated, or a line other than
 /// the last is not a row
 /// (`file:line: message`).
-pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
+pub fn read_for_resume(path: &Path) -> Result<Existing, StoreError> {
+    let p = || path.to_path_buf();
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => {
-            return Err(format!("{}: not a regular file", path.display()));
+            return Err(StoreError::NotAFile { path: p() });
         }
         _ => {}
     }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::default()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(error) => return Err(StoreError::Read { path: p(), error }),
     };
     let mut out = Existing::default();
     let mut seen = HashSet::new();
@@ -232,17 +306,18 @@ pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
                 // but whitespace after it).
                 let rest_blank = end.is_none_or(|e| bytes[e..].iter().all(u8::is_ascii_whitespace));
                 if !rest_blank {
-                    return Err(format!(
-                        "{}:{lineno}: not a result row ({e}); fix or remove the line, or start a new --out directory",
-                        path.display()
-                    ));
+                    return Err(StoreError::BadRow {
+                        path: p(),
+                        line: lineno,
+                        message: e,
+                    });
                 }
                 let f = OpenOptions::new()
                     .write(true)
                     .open(path)
-                    .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+                    .map_err(|error| StoreError::Open { path: p(), error })?;
                 f.set_len(start as u64)
-                    .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+                    .map_err(|error| StoreError::Truncate { path: p(), error })?;
                 out.torn_bytes = Some(line.len());
                 return Ok(out);
             }
@@ -255,9 +330,9 @@ pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
                 let mut f = OpenOptions::new()
                     .append(true)
                     .open(path)
-                    .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+                    .map_err(|error| StoreError::Open { path: p(), error })?;
                 f.write_all(b"\n")
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                    .map_err(|error| StoreError::Write { path: p(), error })?;
                 break;
             }
         }
@@ -270,8 +345,8 @@ pub fn read_for_resume(path: &Path) -> Result<Existing, String> {
 /// `path`, so a kill leaves either the old file or the new one.
 ///
 /// # Errors
-/// A message naming the file.
-pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), String> {
+/// [`StoreError::Rewrite`] naming the file.
+pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), StoreError> {
     let name = path.file_name().map_or_else(
         || "results.jsonl".into(),
         |n| n.to_string_lossy().into_owned(),
@@ -279,7 +354,7 @@ pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), String> {
     let tmp = path.with_file_name(format!(".{name}.tmp"));
     let mut text = Vec::new();
     for r in rows {
-        serde_json::to_writer(&mut text, r).map_err(|e| e.to_string())?;
+        serde_json::to_writer(&mut text, r)?;
         text.push(b'\n');
     }
     let write = || -> std::io::Result<()> {
@@ -288,9 +363,12 @@ pub fn rewrite(path: &Path, rows: &[Row]) -> Result<(), String> {
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
-    write().map_err(|e| {
+    write().map_err(|error| {
         let _ = std::fs::remove_file(&tmp);
-        format!("cannot rewrite {}: {e}", path.display())
+        StoreError::Rewrite {
+            path: path.to_path_buf(),
+            error,
+        }
     })
 }
 
@@ -311,15 +389,20 @@ impl Writer {
     ///
     /// # Errors
     /// A message naming the file.
-    pub fn open(path: &Path, truncate: bool) -> Result<Writer, String> {
+    pub fn open(path: &Path, truncate: bool) -> Result<Writer, StoreError> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|error| StoreError::Open {
+                path: path.to_path_buf(),
+                error,
+            })?;
         if truncate {
-            file.set_len(0)
-                .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+            file.set_len(0).map_err(|error| StoreError::Truncate {
+                path: path.to_path_buf(),
+                error,
+            })?;
         }
         Ok(Writer {
             file,
@@ -332,10 +415,13 @@ impl Writer {
     ///
     /// # Errors
     /// A message naming the file.
-    pub fn append(&mut self, row: &Row) -> Result<(), String> {
-        let mut line = serde_json::to_vec(row).map_err(|e| e.to_string())?;
+    pub fn append(&mut self, row: &Row) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(row)?;
         line.push(b'\n');
-        let err = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
+        let err = |error: std::io::Error| StoreError::Write {
+            path: self.path.clone(),
+            error,
+        };
         let mut done = loop {
             match self.file.write(&line) {
                 Ok(n) => break n,
@@ -465,6 +551,7 @@ mod tests {
             assert!(non_empty(&link));
             assert!(read_for_resume(&link)
                 .unwrap_err()
+                .to_string()
                 .contains("not a regular file"));
         }
         // A directory is not silently treated as empty.
@@ -495,7 +582,7 @@ mod tests {
         let p = dir.path().join("results.jsonl");
         let good = serde_json::to_string(&row("a")).unwrap();
         std::fs::write(&p, format!("{good}\n{{oops\n{good}\n")).unwrap();
-        let e = read_for_resume(&p).unwrap_err();
+        let e = read_for_resume(&p).unwrap_err().to_string();
         assert!(
             e.ends_with("") && e.contains("results.jsonl:2: not a result row"),
             "{e}"
