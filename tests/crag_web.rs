@@ -142,6 +142,17 @@ async fn grader_rejects_everything_and_the_answer_cites_the_web_url() {
         .unwrap();
     assert_eq!(v["state"]["web_query"], sent.as_str());
     assert!(r.trace.contains("\"web_search\""), "{}", r.trace);
+    // The tool step's record carries the documents the search returned.
+    let step = r
+        .trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["node"] == "web_search")
+        .unwrap();
+    assert_eq!(
+        step["documents"],
+        json!([{"id": ragloop::websearch::web_id(URL), "source": URL}])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
