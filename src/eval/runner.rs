@@ -266,11 +266,7 @@ fn retrieval_targets(program: &Program) -> HashMap<String, Target> {
 }
 
 fn doc_source(d: &Value) -> String {
-    d.pointer("/metadata/source")
-        .and_then(Value::as_str)
-        .or_else(|| d.get("id").and_then(Value::as_str))
-        .unwrap_or("")
-        .to_string()
+    crate::retrieval::source_of(d).unwrap_or_default()
 }
 
 /// Collects, for each execution of a `retrieve` node, the sources of the documents

@@ -450,7 +450,7 @@ impl ResponseCache {
             output: resp.output.clone(),
             usage: resp.usage,
             usage_estimated: resp.usage_estimated,
-            created: crate::runtime::trace::unix_ms(),
+            created: crate::clock::unix_ms(),
         };
         let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
         static SEQ: AtomicU64 = AtomicU64::new(0);

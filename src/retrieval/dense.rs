@@ -22,7 +22,7 @@
 use super::embed::Embedder;
 use super::vectors::{self, Appender};
 use super::{Document, Index};
-use crate::runtime::{Retriever, SearchFuture};
+use super::{Retriever, SearchFuture};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;

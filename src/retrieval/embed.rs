@@ -107,7 +107,7 @@ impl Embedder {
             ),
         };
         let base_url = spec.base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
-        let endpoint = crate::websearch::endpoint(base_url, "embeddings")
+        let endpoint = super::web::endpoint(base_url, "embeddings")
             .map_err(|e| format!("embedding model `{name}`: {e}"))?;
         let timeout = spec
             .timeout_secs
@@ -282,7 +282,7 @@ pub fn parse_embeddings(
         Some(other) => {
             return Err(format!(
                 "`data` is {}, not a list",
-                crate::runtime::state::kind(other)
+                crate::json::kind(other)
             ))
         }
         None if v.get("error").is_some() => {
@@ -326,7 +326,7 @@ pub fn parse_embeddings(
             Some(other) => {
                 return Err(format!(
                     "`data[{pos}].embedding` is {}, not a list of numbers",
-                    crate::runtime::state::kind(other)
+                    crate::json::kind(other)
                 ))
             }
             None => return Err(format!("`data[{pos}]` has no `embedding`")),

@@ -17,53 +17,28 @@
 
 mod chunk;
 pub mod dense;
+mod document;
 pub mod embed;
 mod fingerprint;
 mod html;
 mod index;
 mod ingest;
 mod markdown;
+mod retriever;
 mod sysroot;
 mod vectors;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
 pub use dense::{DenseIndex, DenseRetriever, Fusion};
+pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};
 pub use embed::Embedder;
 pub use html::{extract_html, HtmlPage};
 pub use index::{Index, FORMAT_VERSION};
 pub use ingest::{load_corpus, Extracted, Heading, LoadedCorpus, LoadedFile};
-
-/// The namespace of every chunk id (UUID v5). Fixed forever: changing it changes
-/// every id ever handed out.
-pub const ID_NAMESPACE: uuid::Uuid =
-    uuid::Uuid::from_u128(0x6c1f_7a52_3b0e_4d8e_9a55_1f2e_8c4d_b7a3);
-
-/// One retrievable chunk: what the index stores and what [`Index::search`] returns.
-///
-/// `metadata` always holds these keys:
-/// - `id` (string): same as [`Document::id`];
-/// - `source` (string): the file path relative to the corpus root, `/`-separated;
-/// - `title` (string): the page title (first `h1`, else the HTML `<title>`, else the
-///   file name);
-/// - `heading_path` (array of strings): the headings enclosing the chunk, outermost
-///   first;
-/// - `chunk_index` (integer): ordinal of the chunk within its file, from 0;
-/// - `byte_range` (array `[start, end]`): byte offsets into the extracted text of the
-///   file, end exclusive; `extracted[start..end] == content`;
-/// - `score` (number, only in search results): the BM25 score of the chunk for the
-///   query.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Document {
-    /// Stable id: UUID v5 (namespace [`ID_NAMESPACE`]) of
-    /// `"{source}\0{chunk_index}\0{blake3 hex of content}"`, hyphenated lowercase.
-    pub id: String,
-    /// The chunk text, verbatim: exactly the text that was indexed.
-    pub content: String,
-    /// Metadata, see the type documentation for the keys.
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-}
+pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};
 
 /// Options for building an index. The chunk sizes and exclude patterns are part of the
 /// corpus fingerprint: changing them triggers a rebuild.
@@ -314,16 +289,4 @@ pub fn cache_root() -> Option<PathBuf> {
     } else {
         nonempty("HOME").map(|d| d.join(".cache").join("ragloop"))
     }
-}
-
-/// The stable id of a chunk: UUID v5 in [`ID_NAMESPACE`] of
-/// `"{source}\0{chunk_index}\0{blake3 hex of content}"`.
-pub fn chunk_id(source: &str, chunk_index: usize, content: &str) -> String {
-    let name = format!(
-        "{source}\u{0}{chunk_index}\u{0}{}",
-        blake3::hash(content.as_bytes()).to_hex()
-    );
-    uuid::Uuid::new_v5(&ID_NAMESPACE, name.as_bytes())
-        .hyphenated()
-        .to_string()
 }

@@ -113,7 +113,7 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             } => (base_url.as_deref(), *timeout_secs, *retries),
         };
         if let Some(url) = base_url {
-            if let Err(e) = crate::websearch::endpoint(url, "search") {
+            if let Err(e) = crate::retrieval::web::endpoint(url, "search") {
                 diags.push(
                     Diagnostic::new(Code::WrongType, format!("tool `{name}`: {e}"))
                         .at(ls.span(&["tools", name, "base_url"]))

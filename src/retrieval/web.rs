@@ -21,9 +21,8 @@
 //! body, no `results` list, a 200 carrying an error object) fails at once: a retry
 //! would get the same answer. Every message names the tool and the endpoint; the
 //! Tavily key never appears in one.
+use super::{Document, Retriever, SearchFuture, ID_NAMESPACE};
 use crate::http::{self, CallPolicy, HttpError};
-use crate::retrieval::{Document, ID_NAMESPACE};
-use crate::runtime::{Retriever, SearchFuture};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -310,7 +309,7 @@ pub fn parse_results(
         Some(Value::Array(a)) => Ok(a.clone()),
         Some(other) => Err(format!(
             "`results` is {}, not a list",
-            crate::runtime::state::kind(other)
+            crate::json::kind(other)
         )),
         None => {
             let error = obj
