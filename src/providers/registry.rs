@@ -116,10 +116,7 @@ pub fn missing_tool_keys(spec: &crate::spec::types::Spec, replaying: bool) -> Ve
     }
     let mut seen = Vec::new();
     for (rname, r) in &spec.retrievers {
-        if !r.kind.embeds() {
-            continue;
-        }
-        let Some(m) = r.embedding.as_deref() else {
+        let Some(m) = r.embedding().and_then(|e| e.model) else {
             continue;
         };
         if seen.contains(&m) {

@@ -14,7 +14,13 @@
 //! (descending) and then by id (ascending), so results are deterministic.
 //!
 //! See `docs/retrieval.md` for the on-disk layout and measured figures.
+//!
+//! This file is the registry of retriever kinds: it declares every backend and
+//! says, in one match per question, how a spec's retriever or tool is opened
+//! ([`open_retriever`], [`open_tool`]), checked ([`check_retriever`], [`check_tool`])
+//! and which key variable it reads ([`tool_key_var`]).
 
+mod bm25;
 mod chunk;
 mod corpus;
 pub mod dense;
@@ -33,10 +39,11 @@ mod sysroot;
 mod vectors;
 pub mod web;
 
+pub use bm25::open_index;
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
 pub(crate) use corpus::check_dir;
 pub use corpus::{cache_root, default_index_dir, resolve_corpus};
-pub use dense::{DenseIndex, DenseRetriever, Fusion};
+pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
 pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};
 pub use embed::Embedder;
 pub use error::RetrievalError;
@@ -46,3 +53,195 @@ pub use index::{Index, FORMAT_VERSION};
 pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
 pub use options::{BuildReport, IndexOptions};
 pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};
+
+use crate::diag::{Code, Diagnostic};
+use crate::spec::types::{ModelSpec, RetrieverSpec, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
+use crate::spec::LoadedSpec;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What opening a spec's retrievers and tools needs.
+#[derive(Clone, Copy)]
+pub struct OpenContext<'a> {
+    /// The project root corpus paths are relative to.
+    pub root: &'a Path,
+    /// `--corpus`: the corpus of every retriever instead of the spec's (relative to
+    /// the working directory).
+    pub corpus: Option<&'a Path>,
+    /// Draw progress bars while an index is built or a corpus embedded (terminals only).
+    pub progress: bool,
+    /// The spec's models (embedding models are looked up there).
+    pub models: &'a indexmap::IndexMap<String, ModelSpec>,
+}
+
+/// An opened retriever, and the BM25 index of its corpus (the `offline` provider
+/// reads corpus statistics from the spec's first one).
+pub struct Opened {
+    /// The retriever.
+    pub retriever: Arc<dyn Retriever>,
+    /// The index of its corpus.
+    pub index: Arc<Index>,
+}
+
+/// Opens retriever `name` of the spec (building its index, and embedding its corpus
+/// for `dense`/`hybrid`, on first use).
+///
+/// # Errors
+/// A message naming the retriever (and the corpus directory when it cannot open).
+pub fn open_retriever(
+    name: &str,
+    spec: &RetrieverSpec,
+    ctx: &OpenContext<'_>,
+) -> Result<Opened, String> {
+    let corpus = |exclude| {
+        bm25::open_corpus(
+            &format!("retriever `{name}`"),
+            spec.corpus(),
+            ctx.corpus,
+            exclude,
+            ctx,
+        )
+    };
+    match spec {
+        RetrieverSpec::Bm25(o) => bm25::open(name, o, ctx),
+        RetrieverSpec::Dense(o) => {
+            let index = corpus(o.exclude.as_deref())?;
+            dense::open(name, spec.kind(), index, o.embedding(), Fusion::Dense, ctx)
+        }
+        RetrieverSpec::Hybrid(o) => {
+            let index = corpus(o.exclude.as_deref())?;
+            let fusion = Fusion::Hybrid {
+                k: o.rrf_k.unwrap_or(dense::DEFAULT_RRF_K),
+            };
+            dense::open(name, spec.kind(), index, o.embedding(), fusion, ctx)
+        }
+    }
+}
+
+/// Opens tool `name`: a `corpus` tool is a BM25 index (never replaced by
+/// `--corpus`), `searxng` and `tavily` tools are [`web::WebSearch`] clients (a
+/// Tavily key is read now).
+///
+/// # Errors
+/// A message naming the tool.
+pub fn open_tool(
+    name: &str,
+    tool: &ToolSpec,
+    ctx: &OpenContext<'_>,
+) -> Result<Arc<dyn Retriever>, String> {
+    Ok(match tool {
+        ToolSpec::Corpus { corpus, .. } => {
+            bm25::open_corpus(&format!("tool `{name}`"), corpus, None, None, ctx)?
+        }
+        ToolSpec::Searxng {
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => Arc::new(web::WebSearch::searxng(
+            name,
+            base_url,
+            web::tool_policy(*timeout_secs, *retries),
+        )?),
+        ToolSpec::Tavily {
+            api_key_env,
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => Arc::new(web::WebSearch::tavily(
+            name,
+            api_key_env,
+            base_url.as_deref(),
+            web::tool_policy(*timeout_secs, *retries),
+        )?),
+    })
+}
+
+/// The environment variable holding the key of a tool, for the tools that need one
+/// (`tavily`).
+pub fn tool_key_var(tool: &ToolSpec) -> Option<&str> {
+    match tool {
+        ToolSpec::Tavily { api_key_env, .. } => Some(api_key_env),
+        ToolSpec::Corpus { .. } | ToolSpec::Searxng { .. } => None,
+    }
+}
+
+/// Pushes the findings about retriever `name`'s own options (the ranges serde does
+/// not enforce). References to other entries (the embedding model) are checked by
+/// `validate`.
+pub fn check_retriever(
+    ls: &LoadedSpec,
+    name: &str,
+    spec: &RetrieverSpec,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut ranges: Vec<(&str, Option<u32>, u32, u32)> = Vec::new();
+    if let Some(e) = spec.embedding() {
+        ranges.push(("dimensions", e.dimensions, 1, 65_536));
+        ranges.push(("batch_size", e.batch_size, 1, 2048));
+    }
+    if let RetrieverSpec::Hybrid(o) = spec {
+        ranges.push(("rrf_k", o.rrf_k, 0, 100_000));
+    }
+    for (key, v, min, max) in ranges {
+        if let Some(v) = v.filter(|v| *v < min || *v > max) {
+            diags.push(
+                Diagnostic::new(
+                    Code::WrongType,
+                    format!("`retrievers.{name}.{key}` is {v}; it must be between {min} and {max}"),
+                )
+                .at(ls.span(&["retrievers", name, key])),
+            );
+        }
+    }
+}
+
+/// Pushes the findings about tool `name`: a web-search `base_url` that is not an
+/// absolute http(s) URL, `timeout_secs` or `retries` out of bounds.
+pub fn check_tool(ls: &LoadedSpec, name: &str, tool: &ToolSpec, diags: &mut Vec<Diagnostic>) {
+    let (base_url, timeout, retries) = match tool {
+        ToolSpec::Corpus { .. } => return,
+        ToolSpec::Searxng {
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => (Some(base_url.as_str()), *timeout_secs, *retries),
+        ToolSpec::Tavily {
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => (base_url.as_deref(), *timeout_secs, *retries),
+    };
+    if let Some(url) = base_url {
+        if let Err(e) = web::endpoint(url, "search") {
+            diags.push(
+                Diagnostic::new(Code::WrongType, format!("tool `{name}`: {e}"))
+                    .at(ls.span(&["tools", name, "base_url"]))
+                    .help("an absolute URL such as `http://127.0.0.1:8888`"),
+            );
+        }
+    }
+    if let Some(v) = timeout.filter(|v| !(MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(v)) {
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!(
+                    "`tools.{name}.timeout_secs` is {v}; it must be between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS}"
+                ),
+            )
+            .at(ls.span(&["tools", name, "timeout_secs"])),
+        );
+    }
+    if let Some(v) = retries.filter(|v| *v > 10) {
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!("`tools.{name}.retries` is {v}; it must be between 0 and 10"),
+            )
+            .at(ls.span(&["tools", name, "retries"])),
+        );
+    }
+}
