@@ -60,6 +60,7 @@ pub mod providers;
 pub mod retries;
 pub mod retrieval;
 pub mod runtime;
+pub mod secret;
 pub mod source;
 pub mod spec;
 pub mod tasks;

@@ -97,11 +97,9 @@ impl Embedder {
             }
             None => None,
             Some(var) => Some(
-                std::env::var(var)
-                    .ok()
-                    .map(|k| k.trim().to_string())
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| {
+                crate::secret::read_env(var)
+                    .map(|k| k.expose().to_string())
+                    .map_err(|_| {
                         format!("embedding model `{name}`: the API key is missing: set the environment variable {var}")
                     })?,
             ),

@@ -141,11 +141,9 @@ impl WebSearch {
         base_url: Option<&str>,
         policy: CallPolicy,
     ) -> Result<WebSearch, String> {
-        let key = std::env::var(api_key_env)
-            .ok()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
+        let key = crate::secret::read_env(api_key_env)
+            .map(|k| k.expose().to_string())
+            .map_err(|_| {
                 format!(
                     "tool `{tool}`: the Tavily API key is missing: set the environment variable {api_key_env}"
                 )

@@ -82,13 +82,16 @@ impl Resources {
         let root = &program.loaded.root;
         let mut res = Resources::default();
         let mut first_index: Option<Arc<Index>> = None;
-        let missing =
-            crate::providers::registry::missing_keys(spec.models.iter().filter(|(name, m)| {
-                // Replayed models need no key.
-                !opts.providers.contains_key(*name)
-                    && opts.replay.is_none()
-                    && m.provider != Kind::Replay
-            }));
+        // Replayed models need no key; tools and embedders read theirs when opened.
+        let given: Vec<&str> = opts.providers.keys().map(String::as_str).collect();
+        let missing = crate::providers::keys::missing(
+            spec,
+            &crate::providers::keys::KeyScope {
+                replaying: opts.replay.is_some(),
+                given: &given,
+                live_calls: false,
+            },
+        );
         if !missing.is_empty() {
             return Err(missing.join("; "));
         }

@@ -2,6 +2,7 @@
 pub mod kinds;
 pub mod load;
 pub mod overlay;
+pub mod retriever;
 pub mod source;
 pub mod types;
 pub mod yaml;
