@@ -333,3 +333,29 @@ pub fn kind(kind: Kind) -> &'static KindDef {
         Kind::Anthropic => &ANTHROPIC,
     }
 }
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_registered_with_consistent_network_defaults() {
+        assert_eq!(
+            kind_names(),
+            "offline, scripted, replay, openai or anthropic"
+        );
+        for k in Kind::ALL {
+            let def = kind(k);
+            if let Some(n) = def.network {
+                let host = reqwest::Url::parse(n.default_base_url).unwrap();
+                assert_eq!(host.host_str(), Some(n.official_host), "{}", k.as_str());
+                assert!((n.endpoint)("m", None)
+                    .unwrap()
+                    .starts_with(n.default_base_url));
+                assert!(n.model_help.contains(&format!("NAME={}:MODEL", k.as_str())));
+            }
+            // Only answers that do not depend on a local file or fixture are cached.
+            assert_eq!(def.cache, def.network.is_some(), "{}", k.as_str());
+        }
+    }
+}

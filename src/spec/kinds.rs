@@ -60,6 +60,9 @@ impl<'de> de::Deserializer<'de> for Probe<'_> {
     }
 }
 
+/// A typing error: serde's message and the path of the value at fault.
+pub type TypeError = (String, Vec<String>);
+
 /// A kind of a tagged section: its name as written in specs, the option keys its
 /// type takes (besides `kind`), and how to type an entry's options (without `kind`)
 /// to get serde's precise error and path inside it.
@@ -70,7 +73,7 @@ pub struct KindDef {
     /// The keys its options type takes.
     pub fields: &'static [&'static str],
     /// The typing error of an entry's options, with the path inside the entry.
-    pub type_error: fn(&Value) -> Option<(String, Vec<String>)>,
+    pub type_error: fn(&Value) -> Option<TypeError>,
 }
 
 impl KindDef {
@@ -84,7 +87,7 @@ impl KindDef {
     }
 }
 
-fn type_error<T: serde::de::DeserializeOwned>(v: &Value) -> Option<(String, Vec<String>)> {
+fn type_error<T: serde::de::DeserializeOwned>(v: &Value) -> Option<TypeError> {
     let err = serde_path_to_error::deserialize::<_, T>(v).err()?;
     let path = err
         .path()
@@ -102,7 +105,7 @@ fn type_error<T: serde::de::DeserializeOwned>(v: &Value) -> Option<(String, Vec<
 /// options of its `kind` (serde buffers an internally tagged entry and reports a
 /// fault inside it at the entry): the message and the full path. `None` when the
 /// entry is not a mapping with a known kind, or types.
-pub fn retriever_error(work: &Value, segments: &[String]) -> Option<(String, Vec<String>)> {
+pub fn retriever_error(work: &Value, segments: &[String]) -> Option<TypeError> {
     let (section, name) = (segments.first()?, segments.get(1)?);
     if section != "retrievers" {
         return None;
@@ -174,6 +177,25 @@ pub fn stray_options(work: &mut Value, spans: &SpanIndex) -> Vec<Diagnostic> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_option_of_another_kind_fails_the_load_at_the_key() {
+        let text = "version: 1\nname: x\nstate: {schema: {type: object, properties: {q: {type: string}}}}\nretrievers:\n  docs:\n    kind: bm25\n    corpus: .\n    rrf_k: 10\nentry: a\nnodes:\n  a: {kind: update, update: {q: \"'x'\"}}\nedges:\n  a: END\n";
+        let mut sources = crate::source::Sources::new();
+        let errs = crate::spec::load_spec_str(std::path::Path::new("s.yaml"), text, &mut sources)
+            .expect_err("the load fails");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].code, Code::WrongType);
+        assert_eq!(
+            errs[0].message,
+            "retriever `docs` is of kind `bm25`: `rrf_k` has no effect there"
+        );
+        assert_eq!(errs[0].span.map(|s| (s.line, s.col)), Some((8, 5)));
+        assert_eq!(
+            errs[0].help.as_deref(),
+            Some("only `hybrid` retrievers take it; remove it or change `kind`")
+        );
+    }
 
     #[test]
     fn fields_come_from_the_serde_types() {
