@@ -161,15 +161,12 @@ fn count_graded(
     ))
 }
 
+/// `doc | cite`: the document's source ([`crate::retrieval::source_of`]), else `""`.
 fn cite(doc: JValue) -> JValue {
-    let source = doc
-        .get_attr("metadata")
+    let source = serde_json::to_value(&doc)
         .ok()
-        .and_then(|m| m.get_attr("source").ok())
-        .filter(|v| !v.is_undefined() && !v.is_none());
-    source
-        .or_else(|| doc.get_attr("id").ok().filter(|v| !v.is_undefined()))
-        .unwrap_or_else(|| JValue::from(""))
+        .and_then(|d| crate::retrieval::source_of(&d));
+    JValue::from(source.unwrap_or_default())
 }
 
 /// Marks which bytes of `text` are code, as opposed to the inside of a string literal

@@ -13,7 +13,7 @@
 //! 3. [`graph`] compiles a validated spec into a petgraph graph and exports it as
 //!    Mermaid or DOT.
 //! 4. [`retrieval`] ingests a corpus into a persistent BM25 index (and dense vectors).
-//! 5. [`runtime`] runs a validated spec; [`websearch`] answers its web-search tools.
+//! 5. [`runtime`] runs a validated spec; [`retrieval::web`] answers its web-search tools.
 //!
 //! The `ragloop` binary is a thin layer over these modules.
 #![warn(missing_docs)]
@@ -49,17 +49,20 @@ macro_rules! errp {
     }};
 }
 
+pub mod clock;
 pub mod diag;
 pub mod eval;
 pub mod graph;
 pub mod http;
 pub mod jinja;
+pub mod json;
 pub mod providers;
 pub mod retries;
 pub mod retrieval;
 pub mod runtime;
+pub mod secret;
+pub mod source;
 pub mod spec;
 pub mod tasks;
 pub mod text;
 pub mod validate;
-pub mod websearch;

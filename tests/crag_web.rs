@@ -130,7 +130,7 @@ async fn grader_rejects_everything_and_the_answer_cites_the_web_url() {
     );
     assert_eq!(v["state"]["knowledge"], "web");
     let doc = &v["state"]["documents"][0];
-    assert_eq!(doc["id"], ragloop::websearch::web_id(URL));
+    assert_eq!(doc["id"], ragloop::retrieval::web::web_id(URL));
     assert_eq!(doc["metadata"]["engine"], "duckduckgo");
     // The query sent is the web query the run wrote to the state.
     let reqs = server.received_requests().await.unwrap();
@@ -151,7 +151,7 @@ async fn grader_rejects_everything_and_the_answer_cites_the_web_url() {
         .unwrap();
     assert_eq!(
         step["documents"],
-        json!([{"id": ragloop::websearch::web_id(URL), "source": URL}])
+        json!([{"id": ragloop::retrieval::web::web_id(URL), "source": URL}])
     );
 }
 

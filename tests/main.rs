@@ -17,6 +17,7 @@ mod eval_lock;
 mod graph_props;
 mod interrupt_cli;
 mod invalid_specs;
+mod layers;
 mod llamacpp;
 mod map_cancel;
 mod offline_provider;

@@ -6,10 +6,10 @@
 //! no output.
 use crate::providers_support::*;
 use ragloop::http::CallPolicy;
+use ragloop::retrieval::web::WebSearch;
 use ragloop::retrieval::Embedder;
 use ragloop::runtime::Status;
 use ragloop::spec::types::ModelSpec;
-use ragloop::websearch::WebSearch;
 use serde_json::json;
 use std::time::Duration;
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -1,7 +1,7 @@
 //! Web-search tools against wiremock servers on 127.0.0.1: request shapes, result
 //! mapping, and every bad answer a server can give.
 use ragloop::http::CallPolicy;
-use ragloop::websearch::{web_id, WebSearch};
+use ragloop::retrieval::web::{web_id, WebSearch};
 use serde_json::json;
 use std::time::Duration;
 use wiremock::matchers::{body_json, header, method, path, query_param};

@@ -198,16 +198,15 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     // A missing API key is a usage error, reported before anything is opened or run;
     // a replayed run reads no key.
-    let mut missing = if args.calls.replay.is_some() {
-        Vec::new()
-    } else {
-        ragloop::providers::registry::missing_keys(&program.loaded.spec.models)
-    };
     // Web tools and query embeddings are live even under --replay.
-    missing.extend(ragloop::providers::registry::missing_tool_keys(
+    let missing = ragloop::providers::keys::missing(
         &program.loaded.spec,
-        args.calls.replay.is_some(),
-    ));
+        &ragloop::providers::keys::KeyScope {
+            replaying: args.calls.replay.is_some(),
+            live_calls: true,
+            ..Default::default()
+        },
+    );
     if !missing.is_empty() {
         for m in &missing {
             ragloop::errln!("ragloop run: {m}");

@@ -7,7 +7,7 @@ pub mod render;
 
 pub use code::{codes_markdown, Code};
 
-use crate::spec::source::Span;
+use crate::source::Span;
 
 /// How bad a finding is. Errors make `validate` exit 1; warnings only with
 /// `--deny-warnings`.

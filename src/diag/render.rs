@@ -2,7 +2,7 @@
 //! document, fields documented in docs/diagnostics.md) and `github` (workflow
 //! annotations).
 use super::{Diagnostic, Severity};
-use crate::spec::source::{Sources, Span};
+use crate::source::{Sources, Span};
 use serde_json::{json, Value};
 use std::fmt::Write;
 

@@ -174,18 +174,12 @@ pub fn load(
     let check_keys = opts.calls.replay.is_none();
     for (_, p) in &programs {
         let spec = &p.loaded.spec;
-        let models = if check_keys {
-            crate::providers::registry::missing_keys(&spec.models)
-        } else {
-            Vec::new()
+        let scope = crate::providers::keys::KeyScope {
+            replaying: !check_keys,
+            live_calls: true,
+            ..Default::default()
         };
-        for m in models
-            .into_iter()
-            .chain(crate::providers::registry::missing_tool_keys(
-                spec,
-                !check_keys,
-            ))
-        {
+        for m in crate::providers::keys::missing(spec, &scope) {
             if !missing.contains(&m) {
                 missing.push(m);
             }

@@ -337,8 +337,8 @@ pub fn canonical_bytes(v: &Value) -> Vec<u8> {
     out
 }
 
-/// Whether the response cache applies to a model: a network provider (`openai` or
-/// `anthropic`) whose requests carry `temperature` exactly 0 — the temperature
+/// Whether the response cache applies to a model: a provider kind registered as
+/// cacheable ([`super::KindDef::cache`]: `openai`, `anthropic`) whose requests carry `temperature` exactly 0 — the temperature
 /// actually sent, after the `params` merge ([`super::net::sent_temperature`]): a
 /// `params.temperature` of 0.7 is not cached, and neither is `temperature: null`
 /// (the field removed: the server's default, which is not 0 for the known APIs).
@@ -346,7 +346,7 @@ pub fn canonical_bytes(v: &Value) -> Vec<u8> {
 /// eligibility: at temperature 0 decoding is greedy, and they are part of the key
 /// anyway. See the module docs for why not the other providers.
 pub fn cacheable(m: &ModelSpec) -> bool {
-    matches!(m.provider, Kind::Openai | Kind::Anthropic)
+    super::kind(m.provider).cache
         && super::net::sent_temperature(m)
             .and_then(|t| t.as_f64())
             .is_some_and(|t| t == 0.0)
@@ -450,7 +450,7 @@ impl ResponseCache {
             output: resp.output.clone(),
             usage: resp.usage,
             usage_estimated: resp.usage_estimated,
-            created: crate::runtime::trace::unix_ms(),
+            created: crate::clock::unix_ms(),
         };
         let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
         static SEQ: AtomicU64 = AtomicU64::new(0);

@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod cache;
 pub mod cassette;
+pub mod keys;
 pub mod limits;
 mod net;
 pub mod offline;
@@ -16,12 +17,16 @@ pub mod replay;
 pub mod retry;
 pub mod scripted;
 
-pub use net::{api_key, cost_usd, Secret};
+pub use crate::secret::Secret;
+pub use keys::api_key;
+pub use net::{cost_usd, FIXED_FIELDS};
 
-use crate::spec::types::ModelSpec;
+use crate::spec::types::{ModelSpec, Provider as Kind};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::path::Path;
+use std::sync::Arc;
 
 /// A chat message of a request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -230,4 +235,147 @@ pub trait Provider: Send + Sync {
 /// not report usage.
 pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
+}
+
+/// What building the provider of a model takes.
+pub struct Build<'a> {
+    /// The model's name in the spec.
+    pub name: &'a str,
+    /// Its configuration.
+    pub model: &'a ModelSpec,
+    /// The project root fixture and cassette paths are relative to.
+    pub root: &'a Path,
+    /// The index of the spec's first retriever (corpus statistics for `offline`).
+    pub index: Option<Arc<crate::retrieval::Index>>,
+}
+
+/// How a network provider kind is reached.
+#[derive(Debug)]
+pub struct Network {
+    /// The environment variable of the key sent to the official host when the model
+    /// names no `api_key_env`.
+    pub key_var: &'static str,
+    /// The official API host: the only one the default key variable is sent to.
+    pub official_host: &'static str,
+    /// `base_url` when the model sets none.
+    pub default_base_url: &'static str,
+    /// The endpoint for a model's `base_url` (`Err` names the model and the URL).
+    pub endpoint: fn(&str, Option<&str>) -> Result<String, String>,
+    /// Help of E071 when the model names no `model`.
+    pub model_help: &'static str,
+    /// Largest temperature the API takes (the model's is clamped); `None`: sent as is.
+    pub max_temperature: Option<f64>,
+}
+
+/// Everything the rest of ragloop asks of a provider kind: how to build it, whether
+/// and how it is reached over the network (key variable, official host, endpoint,
+/// E071 help), whether its answers may be cached (at temperature 0, see
+/// [`cache::cacheable`]).
+#[derive(Debug)]
+pub struct KindDef {
+    /// Builds the bare provider of a model (see [`registry::provider_for`]).
+    pub build: fn(&Build<'_>) -> Result<Arc<dyn Provider>, String>,
+    /// For a kind that calls a model over the network (API keys, E071 checks,
+    /// `--model …@URL` host rules).
+    pub network: Option<&'static Network>,
+    /// Whether answers at temperature 0 are stored in the response cache.
+    pub cache: bool,
+}
+
+/// The provider kinds as a message lists them: `offline, scripted, replay, openai or
+/// anthropic`.
+pub fn kind_names() -> String {
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+    match names.split_last() {
+        Some((last, init)) if !init.is_empty() => format!("{} or {last}", init.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// The registry of provider kinds: the one place a kind is registered.
+pub fn kind(kind: Kind) -> &'static KindDef {
+    static OFFLINE: KindDef = KindDef {
+        build: |b| {
+            offline::OfflineProvider::new(&b.model.params, b.index.clone())
+                .map(|p| Arc::new(p) as Arc<dyn Provider>)
+                .map_err(|e| format!("model `{}`: offline provider: {e}", b.name))
+        },
+        network: None,
+        cache: false,
+    };
+    static SCRIPTED: KindDef = KindDef {
+        build: |b| scripted::ScriptedProvider::from_spec(b.name, b.model, b.root),
+        network: None,
+        cache: false,
+    };
+    static REPLAY: KindDef = KindDef {
+        build: |b| {
+            replay::ReplayProvider::from_spec(b.name, b.model, b.root)
+                .map(|p| Arc::new(p) as Arc<dyn Provider>)
+        },
+        network: None,
+        cache: false,
+    };
+    static OPENAI: KindDef = KindDef {
+        build: |b| {
+            openai::OpenAiProvider::new(b.name, b.model).map(|p| Arc::new(p) as Arc<dyn Provider>)
+        },
+        network: Some(&Network {
+            key_var: "OPENAI_API_KEY",
+            official_host: "api.openai.com",
+            default_base_url: openai::DEFAULT_BASE_URL,
+            endpoint: openai::endpoint,
+            model_help: "add the server's model name, e.g. `model: gpt-4o-mini` (or `--model NAME=openai:MODEL`)",
+            max_temperature: None,
+        }),
+        cache: true,
+    };
+    static ANTHROPIC: KindDef = KindDef {
+        build: |b| {
+            anthropic::AnthropicProvider::new(b.name, b.model)
+                .map(|p| Arc::new(p) as Arc<dyn Provider>)
+        },
+        network: Some(&Network {
+            key_var: "ANTHROPIC_API_KEY",
+            official_host: "api.anthropic.com",
+            default_base_url: anthropic::DEFAULT_BASE_URL,
+            endpoint: anthropic::endpoint,
+            model_help: "add the model name, e.g. `model: claude-3-5-haiku-latest` (or `--model NAME=anthropic:MODEL`)",
+            max_temperature: Some(1.0),
+        }),
+        cache: true,
+    };
+    match kind {
+        Kind::Offline => &OFFLINE,
+        Kind::Scripted => &SCRIPTED,
+        Kind::Replay => &REPLAY,
+        Kind::Openai => &OPENAI,
+        Kind::Anthropic => &ANTHROPIC,
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_registered_with_consistent_network_defaults() {
+        assert_eq!(
+            kind_names(),
+            "offline, scripted, replay, openai or anthropic"
+        );
+        for k in Kind::ALL {
+            let def = kind(k);
+            if let Some(n) = def.network {
+                let host = reqwest::Url::parse(n.default_base_url).unwrap();
+                assert_eq!(host.host_str(), Some(n.official_host), "{}", k.as_str());
+                assert!((n.endpoint)("m", None)
+                    .unwrap()
+                    .starts_with(n.default_base_url));
+                assert!(n.model_help.contains(&format!("NAME={}:MODEL", k.as_str())));
+            }
+            // Only answers that do not depend on a local file or fixture are cached.
+            assert_eq!(def.cache, def.network.is_some(), "{}", k.as_str());
+        }
+    }
 }

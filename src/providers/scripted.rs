@@ -102,6 +102,27 @@ impl ScriptedProvider {
         Ok(ScriptedProvider::new(answers))
     }
 
+    /// The provider of model `name`: the fixture named by `params.file`, relative to
+    /// the project root `root`.
+    ///
+    /// # Errors
+    /// A message naming the model: no `params.file`, a path outside the root, a
+    /// fixture that cannot be read.
+    pub fn from_spec(
+        name: &str,
+        model: &crate::spec::types::ModelSpec,
+        root: &Path,
+    ) -> Result<std::sync::Arc<dyn Provider>, String> {
+        let file = model.params.get("file").and_then(|f| f.as_str()).ok_or_else(|| {
+            format!("model `{name}`: the scripted provider needs `params.file` (a fixture path relative to the project root)")
+        })?;
+        let path = crate::spec::load::resolve_under(root, file, None)
+            .map_err(|d| format!("model `{name}`: {}", d.message))?;
+        ScriptedProvider::from_file(&path)
+            .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn Provider>)
+            .map_err(|e| format!("model `{name}`: {e}"))
+    }
+
     /// Reads a fixture file.
     ///
     /// # Errors

@@ -8,7 +8,7 @@
 //! - every non-whitespace byte of the text lies in at least one chunk;
 //! - a chunk is at most `max` bytes long, unless a single character is longer.
 
-use super::ingest::Heading;
+use super::extracted::Heading;
 
 /// Chunk sizes in bytes of UTF-8 text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

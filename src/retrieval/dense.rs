@@ -22,10 +22,12 @@
 use super::embed::Embedder;
 use super::vectors::{self, Appender};
 use super::{Document, Index};
-use crate::runtime::{Retriever, SearchFuture};
+use super::{OpenContext, Opened, Retriever, SearchFuture};
+use crate::spec::types::EmbeddingOptions;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Candidates each list contributes to a hybrid fusion (at least `top_k`).
@@ -441,6 +443,111 @@ impl Retriever for DenseRetriever {
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
         Box::pin(DenseRetriever::search(self, query, top_k))
     }
+}
+
+type DenseKey = (PathBuf, String);
+
+fn dense_cache() -> &'static Mutex<HashMap<DenseKey, Arc<DenseIndex>>> {
+    static CACHE: OnceLock<Mutex<HashMap<DenseKey, Arc<DenseIndex>>>> = OnceLock::new();
+    CACHE.get_or_init(Mutex::default)
+}
+
+/// Loads (embedding what is missing, on first use) the chunk vectors of `index` made
+/// by `embedder`, once per process. Runs the embedding calls on a thread of its own
+/// with its own async runtime, so it may be called from synchronous code and from
+/// inside a runtime alike. With `progress`, draws a bar on a terminal and prints the
+/// store's notes (a store that could not be used, a changed vector size) on stderr.
+///
+/// # Errors
+/// The embedder's or the store's message.
+pub fn open_dense(
+    index: &Arc<Index>,
+    embedder: &Embedder,
+    progress: bool,
+) -> Result<Arc<DenseIndex>, String> {
+    let key = (index.dir().to_path_buf(), embedder.identity());
+    if let Some(d) = dense_cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(d);
+    }
+    let (ix, em) = (Arc::clone(index), embedder.clone());
+    let build = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let bar = embed_bar(progress, ix.num_chunks());
+        let out = rt.block_on(DenseIndex::open_or_build(&ix, &em, |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }));
+        bar.finish_and_clear();
+        out
+    });
+    let (dense, report) = build
+        .join()
+        .map_err(|_| "embedding the corpus failed unexpectedly".to_string())??;
+    if progress {
+        for n in &report.notes {
+            crate::errln!("note: {n}");
+        }
+    }
+    let dense = Arc::new(dense);
+    if let Ok(mut c) = dense_cache().lock() {
+        c.insert(key, Arc::clone(&dense));
+    }
+    Ok(dense)
+}
+
+fn embed_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let target = if enabled && std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let pb = indicatif::ProgressBar::with_draw_target(Some(len as u64), target);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} embedding [{bar:30}] {pos}/{len} chunks")
+    {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// Opens the `dense` or `hybrid` (per `fusion`) retriever `name` of kind `kind`
+/// over the chunks of `index`, with the embedding model `emb` names.
+///
+/// # Errors
+/// A message naming the retriever: no embedding model, an undeclared one, an
+/// embedder that cannot be built, vectors that cannot be computed or loaded.
+pub(super) fn open(
+    name: &str,
+    kind: &str,
+    index: Arc<Index>,
+    emb: EmbeddingOptions<'_>,
+    fusion: Fusion,
+    ctx: &OpenContext<'_>,
+) -> Result<Opened, String> {
+    let at = |e: String| format!("retriever `{name}`: {e}");
+    let model = emb
+        .model
+        .ok_or_else(|| at(format!("kind `{kind}` needs `embedding: <model name>`")))?;
+    let spec_model = ctx
+        .models
+        .get(model)
+        .ok_or_else(|| at(format!("embedding model `{model}` is not declared")))?;
+    let embedder =
+        Embedder::from_model(model, spec_model, emb.dimensions, emb.batch_size).map_err(at)?;
+    let dense = open_dense(&index, &embedder, ctx.progress).map_err(at)?;
+    Ok(Opened {
+        retriever: Arc::new(DenseRetriever {
+            index: Arc::clone(&index),
+            dense,
+            embedder,
+            fusion,
+        }),
+        index,
+    })
 }
 
 #[cfg(test)]

@@ -97,17 +97,15 @@ impl Embedder {
             }
             None => None,
             Some(var) => Some(
-                std::env::var(var)
-                    .ok()
-                    .map(|k| k.trim().to_string())
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| {
+                crate::secret::read_env(var)
+                    .map(|k| k.expose().to_string())
+                    .map_err(|_| {
                         format!("embedding model `{name}`: the API key is missing: set the environment variable {var}")
                     })?,
             ),
         };
         let base_url = spec.base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
-        let endpoint = crate::websearch::endpoint(base_url, "embeddings")
+        let endpoint = super::web::endpoint(base_url, "embeddings")
             .map_err(|e| format!("embedding model `{name}`: {e}"))?;
         let timeout = spec
             .timeout_secs
@@ -282,7 +280,7 @@ pub fn parse_embeddings(
         Some(other) => {
             return Err(format!(
                 "`data` is {}, not a list",
-                crate::runtime::state::kind(other)
+                crate::json::kind(other)
             ))
         }
         None if v.get("error").is_some() => {
@@ -326,7 +324,7 @@ pub fn parse_embeddings(
             Some(other) => {
                 return Err(format!(
                     "`data[{pos}].embedding` is {}, not a list of numbers",
-                    crate::runtime::state::kind(other)
+                    crate::json::kind(other)
                 ))
             }
             None => return Err(format!("`data[{pos}]` has no `embedding`")),

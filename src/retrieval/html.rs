@@ -7,7 +7,7 @@
 
 use scraper::{node::Element, ElementRef, Html, Node, Selector};
 
-use super::ingest::{Extracted, Heading};
+use super::extracted::{Extracted, Heading};
 
 /// The outcome of reading one HTML page.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Markdown loader: the text is kept verbatim; ATX headings (`#` .. `######`) outside
 //! fenced code blocks give the heading structure.
 
-use super::ingest::{Extracted, Heading};
+use super::extracted::{Extracted, Heading};
 
 /// Extracts headings from Markdown; the text itself is returned unchanged.
 pub(crate) fn extract_markdown(text: &str) -> Extracted {

@@ -14,316 +14,234 @@
 //! (descending) and then by id (ascending), so results are deterministic.
 //!
 //! See `docs/retrieval.md` for the on-disk layout and measured figures.
+//!
+//! This file is the registry of retriever kinds: it declares every backend and
+//! says, in one match per question, how a spec's retriever or tool is opened
+//! ([`open_retriever`], [`open_tool`]), checked ([`check_retriever`], [`check_tool`])
+//! and which key variable it reads ([`tool_key_var`]).
 
+mod bm25;
 mod chunk;
+mod corpus;
 pub mod dense;
+mod document;
 pub mod embed;
+mod error;
+mod extracted;
 mod fingerprint;
 mod html;
 mod index;
 mod ingest;
 mod markdown;
+mod options;
+mod retriever;
 mod sysroot;
 mod vectors;
+pub mod web;
 
-use std::path::{Path, PathBuf};
-
+pub use bm25::open_index;
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
-pub use dense::{DenseIndex, DenseRetriever, Fusion};
+pub(crate) use corpus::check_dir;
+pub use corpus::{cache_root, default_index_dir, resolve_corpus};
+pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
+pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};
 pub use embed::Embedder;
+pub use error::RetrievalError;
+pub use extracted::{Extracted, Heading};
 pub use html::{extract_html, HtmlPage};
 pub use index::{Index, FORMAT_VERSION};
-pub use ingest::{load_corpus, Extracted, Heading, LoadedCorpus, LoadedFile};
+pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
+pub use options::{BuildReport, IndexOptions};
+pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};
 
-/// The namespace of every chunk id (UUID v5). Fixed forever: changing it changes
-/// every id ever handed out.
-pub const ID_NAMESPACE: uuid::Uuid =
-    uuid::Uuid::from_u128(0x6c1f_7a52_3b0e_4d8e_9a55_1f2e_8c4d_b7a3);
+use crate::diag::{Code, Diagnostic};
+use crate::spec::types::{ModelSpec, RetrieverSpec, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
+use crate::spec::LoadedSpec;
+use std::path::Path;
+use std::sync::Arc;
 
-/// One retrievable chunk: what the index stores and what [`Index::search`] returns.
-///
-/// `metadata` always holds these keys:
-/// - `id` (string): same as [`Document::id`];
-/// - `source` (string): the file path relative to the corpus root, `/`-separated;
-/// - `title` (string): the page title (first `h1`, else the HTML `<title>`, else the
-///   file name);
-/// - `heading_path` (array of strings): the headings enclosing the chunk, outermost
-///   first;
-/// - `chunk_index` (integer): ordinal of the chunk within its file, from 0;
-/// - `byte_range` (array `[start, end]`): byte offsets into the extracted text of the
-///   file, end exclusive; `extracted[start..end] == content`;
-/// - `score` (number, only in search results): the BM25 score of the chunk for the
-///   query.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Document {
-    /// Stable id: UUID v5 (namespace [`ID_NAMESPACE`]) of
-    /// `"{source}\0{chunk_index}\0{blake3 hex of content}"`, hyphenated lowercase.
-    pub id: String,
-    /// The chunk text, verbatim: exactly the text that was indexed.
-    pub content: String,
-    /// Metadata, see the type documentation for the keys.
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-}
-
-/// Options for building an index. The chunk sizes and exclude patterns are part of the
-/// corpus fingerprint: changing them triggers a rebuild.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexOptions {
-    /// Files to leave out. A pattern without `/` is matched against the file name, one
-    /// with `/` against the path relative to the corpus root. `*` matches any run of
-    /// characters (including `/`), `?` exactly one. Default: `["print.html"]` (the
-    /// mdBook whole-book page, which duplicates every other page).
-    pub exclude: Vec<String>,
-    /// Chunk sizes, in bytes of UTF-8 text.
-    pub chunk: ChunkSizes,
-    /// Show an indicatif progress bar on stderr (only drawn when stderr is a terminal).
+/// What opening a spec's retrievers and tools needs.
+#[derive(Clone, Copy)]
+pub struct OpenContext<'a> {
+    /// The project root corpus paths are relative to.
+    pub root: &'a Path,
+    /// `--corpus`: the corpus of every retriever instead of the spec's (relative to
+    /// the working directory).
+    pub corpus: Option<&'a Path>,
+    /// Draw progress bars while an index is built or a corpus embedded (terminals only).
     pub progress: bool,
-    /// Rebuild even if a valid index for the same corpus fingerprint exists.
-    pub force: bool,
-    /// Memory budget of the tantivy writer, in bytes (default 50 MB; tantivy needs at
-    /// least 15 MB).
-    pub writer_memory: usize,
+    /// The spec's models (embedding models are looked up there).
+    pub models: &'a indexmap::IndexMap<String, ModelSpec>,
 }
 
-impl Default for IndexOptions {
-    fn default() -> Self {
-        IndexOptions {
-            exclude: vec!["print.html".to_string()],
-            chunk: ChunkSizes::default(),
-            progress: false,
-            force: false,
-            writer_memory: 50_000_000,
-        }
-    }
+/// An opened retriever, and the BM25 index of its corpus (the `offline` provider
+/// reads corpus statistics from the spec's first one).
+pub struct Opened {
+    /// The retriever.
+    pub retriever: Arc<dyn Retriever>,
+    /// The index of its corpus.
+    pub index: Arc<Index>,
 }
 
-/// What [`Index::open_or_build`] did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BuildReport {
-    /// Files that produced at least one chunk (taken from the manifest when reused).
-    pub files: usize,
-    /// Chunks in the index.
-    pub chunks: usize,
-    /// Files looked at but not indexed: excluded, redirect stubs, empty, binary,
-    /// invalid UTF-8, unreadable, symlink loops.
-    pub skipped: usize,
-    /// One line per problem worth telling the user about (unreadable file, loop, ...).
-    /// Expected skips (redirect stubs, excluded files) are counted, not warned.
-    pub warnings: Vec<String>,
-    /// `true` if an existing index was reused without rebuilding.
-    pub reused: bool,
-    /// Wall time of the whole call, in seconds.
-    pub seconds: f64,
-    /// The index directory.
-    pub index_dir: PathBuf,
-}
-
-/// Errors of corpus loading, index building and searching. Messages name the path.
-#[derive(Debug, thiserror::Error)]
-pub enum RetrievalError {
-    /// The corpus directory does not exist.
-    #[error("corpus directory not found: {0}")]
-    CorpusNotFound(PathBuf),
-    /// The corpus path exists but is not a directory.
-    #[error("corpus path is not a directory: {0}")]
-    NotADirectory(PathBuf),
-    /// The corpus has no file that yields any text.
-    #[error("no indexable files in {dir} ({skipped} skipped)")]
-    EmptyCorpus {
-        /// The corpus directory.
-        dir: PathBuf,
-        /// Files looked at and skipped.
-        skipped: usize,
-    },
-    /// A file-system operation failed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What was being done ("reading", "creating", ...).
-        action: &'static str,
-        /// The path involved.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The destination exists and does not look like a ragloop index; it is left alone.
-    #[error("refusing to replace {0}: it exists and is not a ragloop index")]
-    NotAnIndex(PathBuf),
-    /// tantivy failed while building, opening or searching the index.
-    #[error("index error at {path}: {message}")]
-    Tantivy {
-        /// The index directory.
-        path: PathBuf,
-        /// tantivy's message.
-        message: String,
-    },
-    /// A stored document could not be decoded (the index is damaged).
-    #[error("damaged index at {path}: {message}")]
-    Corrupt {
-        /// The index directory.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-    /// A `rust-docs:` corpus could not be located.
-    #[error("cannot locate the Rust docs for {spec:?}: {message}")]
-    RustDocs {
-        /// The spec as given.
-        spec: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// The toolchain has no Rust documentation (the `rust-docs` rustup component is
-    /// not installed): its HTML root does not exist.
-    #[error(
-        "the Rust documentation is not installed: {} does not exist (`rustup component add rust-docs` installs it)",
-        html.display()
-    )]
-    RustDocsNotInstalled {
-        /// The spec as given.
-        spec: String,
-        /// The HTML root that was looked for, `<sysroot>/share/doc/rust/html`.
-        html: PathBuf,
-    },
-    /// The toolchain's HTML root exists but the named folder of it does not (the
-    /// documentation is partly installed, or the folder name is wrong).
-    #[error(
-        "{} does not exist: `{folder}` is not a folder of the installed Rust documentation (if it should be, `rustup component add rust-docs` installs it)",
-        path.display()
-    )]
-    RustDocsFolderMissing {
-        /// The spec as given.
-        spec: String,
-        /// The folder named after `rust-docs:`, e.g. `book`.
-        folder: String,
-        /// The path that was looked for, `<sysroot>/share/doc/rust/html/<folder>`.
-        path: PathBuf,
-    },
-    /// No cache directory could be determined (no `$RAGLOOP_CACHE_DIR`,
-    /// `$XDG_CACHE_HOME` or `$HOME`).
-    #[error("no cache directory: set RAGLOOP_CACHE_DIR or pass --out")]
-    NoCacheDir,
-}
-
-impl RetrievalError {
-    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        RetrievalError::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
-
-/// Resolves a corpus reference from a spec or the command line to a directory.
-///
-/// - `"rust-docs:"` is the HTML root of the installed Rust documentation,
-///   `$(rustc --print sysroot)/share/doc/rust/html` (`$RUSTC` overrides `rustc`; it is
-///   killed after `$RAGLOOP_RUSTC_TIMEOUT_SECS`, default 10 s);
-/// - `"rust-docs:NAME"` is a folder under it, e.g. `"rust-docs:book"`;
-/// - anything else is a path, relative to `base` unless absolute.
+/// Opens retriever `name` of the spec (building its index, and embedding its corpus
+/// for `dense`/`hybrid`, on first use).
 ///
 /// # Errors
-/// [`RetrievalError::RustDocs`] if `rustc` cannot be run,
-/// [`RetrievalError::RustDocsNotInstalled`] if the toolchain's HTML root is missing,
-/// [`RetrievalError::RustDocsFolderMissing`] if the folder under it is missing,
-/// [`RetrievalError::CorpusNotFound`] if the directory is missing,
-/// [`RetrievalError::NotADirectory`] if it is a file.
-pub fn resolve_corpus(spec: &str, base: &Path) -> Result<PathBuf, RetrievalError> {
-    let path = if let Some(rest) = spec.strip_prefix("rust-docs:") {
-        let sysroot = sysroot::sysroot().map_err(|message| RetrievalError::RustDocs {
-            spec: spec.to_string(),
-            message,
-        })?;
-        let mut p = PathBuf::from(sysroot)
-            .join("share")
-            .join("doc")
-            .join("rust")
-            .join("html");
-        if !p.is_dir() {
-            return Err(RetrievalError::RustDocsNotInstalled {
-                spec: spec.to_string(),
-                html: p,
-            });
-        }
-        let rest = rest.trim_matches('/');
-        if !rest.is_empty() {
-            p.push(rest);
-            if !p.exists() {
-                return Err(RetrievalError::RustDocsFolderMissing {
-                    spec: spec.to_string(),
-                    folder: rest.to_string(),
-                    path: p,
-                });
-            }
-        }
-        p
-    } else {
-        let p = Path::new(spec);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base.join(p)
-        }
+/// A message naming the retriever (and the corpus directory when it cannot open).
+pub fn open_retriever(
+    name: &str,
+    spec: &RetrieverSpec,
+    ctx: &OpenContext<'_>,
+) -> Result<Opened, String> {
+    let corpus = |exclude| {
+        bm25::open_corpus(
+            &format!("retriever `{name}`"),
+            spec.corpus(),
+            ctx.corpus,
+            exclude,
+            ctx,
+        )
     };
-    check_dir(&path)?;
-    Ok(path)
-}
-
-/// Checks that `path` is an existing directory.
-pub(crate) fn check_dir(path: &Path) -> Result<(), RetrievalError> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(RetrievalError::NotADirectory(path.to_path_buf())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(RetrievalError::CorpusNotFound(path.to_path_buf()))
+    match spec {
+        RetrieverSpec::Bm25(o) => bm25::open(name, o, ctx),
+        RetrieverSpec::Dense(o) => {
+            let index = corpus(o.exclude.as_deref())?;
+            dense::open(name, spec.kind(), index, o.embedding(), Fusion::Dense, ctx)
         }
-        Err(e) => Err(RetrievalError::io("reading", path, e)),
+        RetrieverSpec::Hybrid(o) => {
+            let index = corpus(o.exclude.as_deref())?;
+            let fusion = Fusion::Hybrid {
+                k: o.rrf_k.unwrap_or(dense::DEFAULT_RRF_K),
+            };
+            dense::open(name, spec.kind(), index, o.embedding(), fusion, ctx)
+        }
     }
 }
 
-/// The default index directory of a corpus: `<cache>/indexes/<first 16 hex digits of
-/// blake3(canonical corpus path)>`, where `<cache>` is `$RAGLOOP_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/ragloop`, else `$HOME/.cache/ragloop`.
+/// Opens tool `name`: a `corpus` tool is a BM25 index (never replaced by
+/// `--corpus`), `searxng` and `tavily` tools are [`web::WebSearch`] clients (a
+/// Tavily key is read now).
 ///
 /// # Errors
-/// [`RetrievalError::CorpusNotFound`] and friends if the corpus cannot be
-/// canonicalized, [`RetrievalError::NoCacheDir`] if no variable is set.
-pub fn default_index_dir(corpus: &Path) -> Result<PathBuf, RetrievalError> {
-    check_dir(corpus)?;
-    let canonical =
-        std::fs::canonicalize(corpus).map_err(|e| RetrievalError::io("resolving", corpus, e))?;
-    let hash = blake3::hash(canonical.as_os_str().as_encoded_bytes()).to_hex();
-    let cache = cache_root().ok_or(RetrievalError::NoCacheDir)?;
-    Ok(cache.join("indexes").join(&hash.as_str()[..16]))
+/// A message naming the tool.
+pub fn open_tool(
+    name: &str,
+    tool: &ToolSpec,
+    ctx: &OpenContext<'_>,
+) -> Result<Arc<dyn Retriever>, String> {
+    Ok(match tool {
+        ToolSpec::Corpus { corpus, .. } => {
+            bm25::open_corpus(&format!("tool `{name}`"), corpus, None, None, ctx)?
+        }
+        ToolSpec::Searxng {
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => Arc::new(web::WebSearch::searxng(
+            name,
+            base_url,
+            web::tool_policy(*timeout_secs, *retries),
+        )?),
+        ToolSpec::Tavily {
+            api_key_env,
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => Arc::new(web::WebSearch::tavily(
+            name,
+            api_key_env,
+            base_url.as_deref(),
+            web::tool_policy(*timeout_secs, *retries),
+        )?),
+    })
 }
 
-/// ragloop's cache directory: `$RAGLOOP_CACHE_DIR`, else `$XDG_CACHE_HOME/ragloop`,
-/// else `$HOME/.cache/ragloop` (empty variables count as unset); `None` when none is
-/// set. Indexes live under `indexes/`, the LLM response cache under `responses/`.
-pub fn cache_root() -> Option<PathBuf> {
-    let nonempty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(d) = nonempty("RAGLOOP_CACHE_DIR") {
-        Some(d)
-    } else if let Some(d) = nonempty("XDG_CACHE_HOME") {
-        Some(d.join("ragloop"))
-    } else {
-        nonempty("HOME").map(|d| d.join(".cache").join("ragloop"))
+/// The environment variable holding the key of a tool, for the tools that need one
+/// (`tavily`).
+pub fn tool_key_var(tool: &ToolSpec) -> Option<&str> {
+    match tool {
+        ToolSpec::Tavily { api_key_env, .. } => Some(api_key_env),
+        ToolSpec::Corpus { .. } | ToolSpec::Searxng { .. } => None,
     }
 }
 
-/// The stable id of a chunk: UUID v5 in [`ID_NAMESPACE`] of
-/// `"{source}\0{chunk_index}\0{blake3 hex of content}"`.
-pub fn chunk_id(source: &str, chunk_index: usize, content: &str) -> String {
-    let name = format!(
-        "{source}\u{0}{chunk_index}\u{0}{}",
-        blake3::hash(content.as_bytes()).to_hex()
-    );
-    uuid::Uuid::new_v5(&ID_NAMESPACE, name.as_bytes())
-        .hyphenated()
-        .to_string()
+/// Pushes the findings about retriever `name`'s own options (the ranges serde does
+/// not enforce). References to other entries (the embedding model) are checked by
+/// `validate`.
+pub fn check_retriever(
+    ls: &LoadedSpec,
+    name: &str,
+    spec: &RetrieverSpec,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut ranges: Vec<(&str, Option<u32>, u32, u32)> = Vec::new();
+    if let Some(e) = spec.embedding() {
+        ranges.push(("dimensions", e.dimensions, 1, 65_536));
+        ranges.push(("batch_size", e.batch_size, 1, 2048));
+    }
+    if let RetrieverSpec::Hybrid(o) = spec {
+        ranges.push(("rrf_k", o.rrf_k, 0, 100_000));
+    }
+    for (key, v, min, max) in ranges {
+        if let Some(v) = v.filter(|v| *v < min || *v > max) {
+            diags.push(
+                Diagnostic::new(
+                    Code::WrongType,
+                    format!("`retrievers.{name}.{key}` is {v}; it must be between {min} and {max}"),
+                )
+                .at(ls.span(&["retrievers", name, key])),
+            );
+        }
+    }
+}
+
+/// Pushes the findings about tool `name`: a web-search `base_url` that is not an
+/// absolute http(s) URL, `timeout_secs` or `retries` out of bounds.
+pub fn check_tool(ls: &LoadedSpec, name: &str, tool: &ToolSpec, diags: &mut Vec<Diagnostic>) {
+    let (base_url, timeout, retries) = match tool {
+        ToolSpec::Corpus { .. } => return,
+        ToolSpec::Searxng {
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => (Some(base_url.as_str()), *timeout_secs, *retries),
+        ToolSpec::Tavily {
+            base_url,
+            timeout_secs,
+            retries,
+            ..
+        } => (base_url.as_deref(), *timeout_secs, *retries),
+    };
+    if let Some(url) = base_url {
+        if let Err(e) = web::endpoint(url, "search") {
+            diags.push(
+                Diagnostic::new(Code::WrongType, format!("tool `{name}`: {e}"))
+                    .at(ls.span(&["tools", name, "base_url"]))
+                    .help("an absolute URL such as `http://127.0.0.1:8888`"),
+            );
+        }
+    }
+    if let Some(v) = timeout.filter(|v| !(MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(v)) {
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!(
+                    "`tools.{name}.timeout_secs` is {v}; it must be between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS}"
+                ),
+            )
+            .at(ls.span(&["tools", name, "timeout_secs"])),
+        );
+    }
+    if let Some(v) = retries.filter(|v| *v > 10) {
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!("`tools.{name}.retries` is {v}; it must be between 0 and 10"),
+            )
+            .at(ls.span(&["tools", name, "retries"])),
+        );
+    }
 }

@@ -402,13 +402,9 @@ fn finish(
         .and_then(Value::as_array)
     {
         for d in docs {
-            let src = d
-                .pointer("/metadata/source")
-                .and_then(Value::as_str)
-                .or_else(|| d.get("id").and_then(Value::as_str));
-            if let Some(s) = src {
-                if !result.sources.iter().any(|x| x == s) {
-                    result.sources.push(s.to_string());
+            if let Some(s) = crate::retrieval::source_of(d) {
+                if !result.sources.contains(&s) {
+                    result.sources.push(s);
                 }
             }
         }

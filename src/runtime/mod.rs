@@ -223,9 +223,13 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
         Some((p, m)) => (p, Some(m)),
         None => (rest, None),
     };
-    let kind: ProviderKind = serde_json::from_value(Value::String(prov.to_string())).map_err(|_| {
-        format!("`--model {arg}`: unknown provider `{prov}` (expected offline, scripted, replay, openai or anthropic)")
-    })?;
+    let kind: ProviderKind =
+        serde_json::from_value(Value::String(prov.to_string())).map_err(|_| {
+            format!(
+                "`--model {arg}`: unknown provider `{prov}` (expected {})",
+                crate::providers::kind_names()
+            )
+        })?;
     let known: Vec<String> = loaded.spec.models.keys().cloned().collect();
     let m = loaded.spec.models.get_mut(name).ok_or_else(|| {
         format!(
@@ -243,7 +247,7 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
     if let Some(model) = model.filter(|m| !m.is_empty()) {
         m.model = Some(model.to_string());
     }
-    if matches!(kind, ProviderKind::Openai | ProviderKind::Anthropic)
+    if crate::providers::kind(kind).network.is_some()
         && m.model.as_deref().is_none_or(|s| s.trim().is_empty())
     {
         return Err(format!(
@@ -273,9 +277,9 @@ fn invalid_after(changes: &SpecOverrides, diagnostics: &str) -> String {
 /// The host and port a model's requests go to (`None` base URL: the provider's
 /// official API).
 fn host_of(base_url: Option<&str>, kind: ProviderKind) -> Option<(String, Option<u16>)> {
-    let base = base_url.unwrap_or(match kind {
-        ProviderKind::Anthropic => "https://api.anthropic.com",
-        _ => crate::providers::openai::DEFAULT_BASE_URL,
+    let base = base_url.unwrap_or(match crate::providers::kind(kind).network {
+        Some(n) => n.default_base_url,
+        None => crate::providers::openai::DEFAULT_BASE_URL,
     });
     let u = reqwest::Url::parse(base.trim()).ok()?;
     Some((

@@ -248,18 +248,9 @@ fn retrieved(docs: &[crate::retrieval::Document]) -> Vec<RetrievedDoc> {
     docs.iter()
         .map(|d| RetrievedDoc {
             id: d.id.clone(),
-            source: doc_source(d).to_string(),
+            source: d.source().to_string(),
         })
         .collect()
-}
-
-/// A document's source: `metadata.source` when it is a string, else its `id`.
-// Area `layers` moves this rule into one function of `retrieval`.
-fn doc_source(d: &crate::retrieval::Document) -> &str {
-    d.metadata
-        .get("source")
-        .and_then(Value::as_str)
-        .unwrap_or(&d.id)
 }
 
 /// A retrieve or tool node's output: the documents as JSON, their record view.

@@ -303,7 +303,7 @@ impl Program {
                     Body::Retrieve {
                         retriever: retriever.clone(),
                         query: tpl(name, "query")?,
-                        top_k: top_k.unwrap_or(r.top_k) as usize,
+                        top_k: top_k.unwrap_or(r.top_k()) as usize,
                     }
                 }
                 NodeSpec::Llm(l) => Body::Llm(llm(l)?),

@@ -177,17 +177,7 @@ pub fn reduce(reducer: Reducer, old: Option<&Value>, new: Value) -> Result<Value
     }
 }
 
-/// A JSON type name for messages.
-pub fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub use crate::json::kind;
 
 /// A compiled JSON Schema that reports its first violation as text, and stores
 /// integer-valued floats as integers where it says `integer`

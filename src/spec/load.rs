@@ -333,7 +333,8 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
         _ => {}
     }
     let mut work = raw.clone();
-    let mut diags = Vec::new();
+    // Options of another retriever kind, in the spec's words (removed from `work`).
+    let mut diags = super::kinds::stray_options(&mut work, spans);
     for _ in 0..64 {
         match serde_path_to_error::deserialize::<_, Spec>(&work) {
             Ok(spec) => {
@@ -412,6 +413,11 @@ fn refine_untagged(
                 segments = segs;
             }
         }
+    }
+    // Retrievers are internally tagged too: type the entry as its kind's options.
+    if let Some((m, segs)) = super::kinds::retriever_error(work, &segments) {
+        msg = m;
+        segments = segs;
     }
     if !msg.contains("did not match any variant of untagged enum") {
         return (msg, segments);

@@ -1,6 +1,8 @@
 //! Loading specs: YAML with source spans, typed into [`Spec`], variants applied.
+pub mod kinds;
 pub mod load;
 pub mod overlay;
+pub mod retriever;
 pub mod source;
 pub mod types;
 pub mod yaml;

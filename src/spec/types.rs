@@ -197,6 +197,15 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Every provider kind, in the order messages list them.
+    pub const ALL: [Provider; 5] = [
+        Provider::Offline,
+        Provider::Scripted,
+        Provider::Replay,
+        Provider::Openai,
+        Provider::Anthropic,
+    ];
+
     /// The provider's name as written in specs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -232,79 +241,12 @@ pub struct Price {
     pub output_per_mtok: f64,
 }
 
-/// A named retriever.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RetrieverSpec {
-    /// Retriever kind: `bm25` (the embedded tantivy index over a local corpus),
-    /// `dense` (cosine similarity of embeddings of the same chunks) or `hybrid` (both,
-    /// fused by reciprocal rank).
-    pub kind: RetrieverKind,
-    /// Corpus directory, relative to the project root, or `rust-docs:book` for the
-    /// Rust book installed with the toolchain. `--corpus DIR` overrides it.
-    pub corpus: String,
-    /// Documents returned per query.
-    #[serde(default = "default_top_k")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub top_k: u32,
-    /// File names or glob patterns left out of the index (default: `print.html`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exclude: Option<Vec<String>>,
-    /// `dense` and `hybrid` only (required there): the embedding model, a key of
-    /// `models` with `provider: openai` and `model` set (e.g. `text-embedding-3-small`).
-    /// Its `base_url`, `api_key_env`, `timeout_secs` and `retries` apply to the
-    /// `/v1/embeddings` calls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub embedding: Option<String>,
-    /// `dense` and `hybrid` only: vector size requested from the server (the
-    /// `dimensions` parameter of OpenAI's text-embedding-3 models). Absent: the
-    /// model's native size, and no `dimensions` parameter is sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 65536))]
-    pub dimensions: Option<u32>,
-    /// `dense` and `hybrid` only: chunks per embeddings request when the corpus is
-    /// embedded (default 64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 2048))]
-    pub batch_size: Option<u32>,
-    /// `hybrid` only: the constant `k` of reciprocal rank fusion,
-    /// `score(d) = 1/(k + rank_bm25(d)) + 1/(k + rank_dense(d))` (default 60, the value
-    /// of Cormack, Clarke and Büttcher, SIGIR 2009).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(max = 100000))]
-    pub rrf_k: Option<u32>,
-}
+pub use super::retriever::{
+    Bm25Options, DenseOptions, EmbeddingOptions, HybridOptions, RetrieverSpec,
+};
 
-fn default_top_k() -> u32 {
+pub(super) fn default_top_k() -> u32 {
     4
-}
-
-/// Retriever kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RetrieverKind {
-    /// BM25 over the embedded index.
-    Bm25,
-    /// Exact cosine similarity between the query's embedding and every chunk's.
-    Dense,
-    /// BM25 and dense results fused by reciprocal rank.
-    Hybrid,
-}
-
-impl RetrieverKind {
-    /// The kind as written in specs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RetrieverKind::Bm25 => "bm25",
-            RetrieverKind::Dense => "dense",
-            RetrieverKind::Hybrid => "hybrid",
-        }
-    }
-
-    /// Whether the kind needs an embedding model.
-    pub fn embeds(self) -> bool {
-        !matches!(self, RetrieverKind::Bm25)
-    }
 }
 
 /// A named tool.
@@ -361,6 +303,17 @@ pub enum ToolSpec {
         #[schemars(range(max = 10))]
         retries: Option<u32>,
     },
+}
+
+impl ToolSpec {
+    /// Results per search.
+    pub fn top_k(&self) -> u32 {
+        match self {
+            ToolSpec::Corpus { top_k, .. }
+            | ToolSpec::Searxng { top_k, .. }
+            | ToolSpec::Tavily { top_k, .. } => *top_k,
+        }
+    }
 }
 
 /// Global bounds.

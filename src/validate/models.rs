@@ -1,21 +1,11 @@
 //! Model configs that cannot work with their provider (E071): a network provider
-//! (`openai`, `anthropic`) without a `model` name, a `base_url` that is not an
+//! (a kind with [`crate::providers::KindDef::network`]) without a `model` name, a `base_url` that is not an
 //! http(s) address, an `api_key_env` that is not a variable name (a pasted key, most
 //! likely — the message never repeats it), `params` that would replace the fields
 //! ragloop builds. Keys themselves are not checked: validation is offline and runs
 //! where keys are absent on purpose.
 use crate::diag::{Code, Diagnostic};
-use crate::spec::types::Provider;
 use crate::spec::LoadedSpec;
-
-const FIXED: [&str; 6] = [
-    "model",
-    "messages",
-    "system",
-    "tools",
-    "tool_choice",
-    "response_format",
-];
 
 /// `[A-Za-z_][A-Za-z0-9_]*`
 fn is_var_name(s: &str) -> bool {
@@ -39,9 +29,9 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        if !matches!(m.provider, Provider::Openai | Provider::Anthropic) {
+        let Some(net) = crate::providers::kind(m.provider).network else {
             continue;
-        }
+        };
         let provider = m.provider.as_str();
         if m.model.as_deref().is_none_or(|s| s.trim().is_empty()) {
             diags.push(
@@ -50,15 +40,11 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
                     format!("model `{name}` uses provider `{provider}` but names no `model`"),
                 )
                 .at(ls.key_span(&["models", name]))
-                .help(if m.provider == Provider::Openai {
-                    "add the server's model name, e.g. `model: gpt-4o-mini` (or `--model NAME=openai:MODEL`)"
-                } else {
-                    "add the model name, e.g. `model: claude-3-5-haiku-latest` (or `--model NAME=anthropic:MODEL`)"
-                }),
+                .help(net.model_help),
             );
         }
         if let Some(base) = &m.base_url {
-            if let Err(e) = crate::providers::openai::endpoint(name, Some(base)) {
+            if let Err(e) = (net.endpoint)(name, Some(base)) {
                 diags.push(
                     Diagnostic::new(Code::ModelConfig, e)
                         .at(ls.span(&["models", name, "base_url"]))
@@ -66,7 +52,11 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        for k in m.params.keys().filter(|k| FIXED.contains(&k.as_str())) {
+        for k in m
+            .params
+            .keys()
+            .filter(|k| crate::providers::FIXED_FIELDS.contains(&k.as_str()))
+        {
             diags.push(
                 Diagnostic::new(
                     Code::ModelConfig,

@@ -122,7 +122,7 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
     check_ranges(ls, diags);
     if !opts.no_environment {
         for (name, r) in &spec.retrievers {
-            check_corpus(ls, &r.corpus, &["retrievers", name, "corpus"], diags);
+            check_corpus(ls, r.corpus(), &["retrievers", name, "corpus"], diags);
         }
         for (name, t) in &spec.tools {
             if let ToolSpec::Corpus { corpus, .. } = t {
@@ -458,7 +458,7 @@ fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
     for (name, r) in &spec.retrievers {
         out_of(
             path(&["retrievers", name, "top_k"]),
-            f64::from(r.top_k),
+            f64::from(r.top_k()),
             1.0,
             Some(1000.0),
         );

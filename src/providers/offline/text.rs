@@ -224,13 +224,7 @@ pub(crate) fn doc_view(an: &Analyzer, v: &Value, ordinal: usize) -> Result<DocVi
         _ => String::new(),
     };
     let meta = obj.get("metadata").and_then(Value::as_object);
-    let source = meta
-        .and_then(|m| m.get("source"))
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(str::to_string)
-        .or_else(|| (!id.is_empty()).then(|| id.clone()))
-        .unwrap_or_else(|| format!("doc {}", ordinal + 1));
+    let source = crate::retrieval::source_of(v).unwrap_or_else(|| format!("doc {}", ordinal + 1));
     let mut heading_text = String::new();
     if let Some(m) = meta {
         // The heading path starts with the page's own heading; the title is used only

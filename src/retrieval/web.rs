@@ -21,9 +21,8 @@
 //! body, no `results` list, a 200 carrying an error object) fails at once: a retry
 //! would get the same answer. Every message names the tool and the endpoint; the
 //! Tavily key never appears in one.
+use super::{Document, Retriever, SearchFuture, ID_NAMESPACE};
 use crate::http::{self, CallPolicy, HttpError};
-use crate::retrieval::{Document, ID_NAMESPACE};
-use crate::runtime::{Retriever, SearchFuture};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -142,11 +141,9 @@ impl WebSearch {
         base_url: Option<&str>,
         policy: CallPolicy,
     ) -> Result<WebSearch, String> {
-        let key = std::env::var(api_key_env)
-            .ok()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
+        let key = crate::secret::read_env(api_key_env)
+            .map(|k| k.expose().to_string())
+            .map_err(|_| {
                 format!(
                     "tool `{tool}`: the Tavily API key is missing: set the environment variable {api_key_env}"
                 )
@@ -310,7 +307,7 @@ pub fn parse_results(
         Some(Value::Array(a)) => Ok(a.clone()),
         Some(other) => Err(format!(
             "`results` is {}, not a list",
-            crate::runtime::state::kind(other)
+            crate::json::kind(other)
         )),
         None => {
             let error = obj

@@ -1,0 +1,102 @@
+//! Writing an index: every file of the corpus loaded, chunked and added to a new
+//! tantivy index, then the manifest.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use tantivy::TantivyDocument;
+
+use super::super::ingest::load_file;
+use super::super::{IndexOptions, RetrievalError};
+use super::{analyzer, schema, tv, Manifest, FORMAT_VERSION, MANIFEST, TOKENIZER};
+
+fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
+    let target = if enabled && std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let pb = indicatif::ProgressBar::with_draw_target(Some(len as u64), target);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} files")
+    {
+        pb.set_style(style);
+    }
+    pb
+}
+
+pub(super) fn write_index(
+    corpus: &Path,
+    dir: &Path,
+    files: Vec<super::super::ingest::Candidate>,
+    opts: &IndexOptions,
+    fingerprint: &str,
+    skipped: &mut usize,
+    warnings: &mut Vec<String>,
+) -> Result<(usize, usize), RetrievalError> {
+    let (schema, f) = schema();
+    let index = tantivy::Index::create_in_dir(dir, schema).map_err(tv(dir))?;
+    index.tokenizers().register(TOKENIZER, analyzer());
+    let budget = opts.writer_memory.clamp(15_000_000, 2_000_000_000);
+    let mut writer: tantivy::IndexWriter<TantivyDocument> =
+        index.writer_with_num_threads(1, budget).map_err(tv(dir))?;
+    let pb = progress_bar(opts.progress, files.len());
+    pb.set_message("indexing");
+    let (mut n_files, mut n_chunks) = (0usize, 0usize);
+    for cand in files {
+        pb.inc(1);
+        let bytes = std::fs::read(&cand.path);
+        let Some(loaded) = load_file(&cand, bytes, &opts.chunk, skipped, warnings) else {
+            continue;
+        };
+        n_files += 1;
+        for d in loaded.documents {
+            let mut doc = TantivyDocument::default();
+            let title = d
+                .metadata
+                .get("title")
+                .and_then(|v| v.as_str())
+                .unwrap_or("");
+            let headings: Vec<&str> = d
+                .metadata
+                .get("heading_path")
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+                .unwrap_or_default();
+            doc.add_text(f.id, &d.id);
+            doc.add_text(f.title, title);
+            doc.add_text(f.headings, headings.join("\n"));
+            doc.add_text(f.content, &d.content);
+            doc.add_text(f.meta, serde_json::Value::Object(d.metadata).to_string());
+            writer.add_document(doc).map_err(tv(dir))?;
+            n_chunks += 1;
+        }
+    }
+    pb.finish_and_clear();
+    if n_chunks == 0 {
+        return Err(RetrievalError::EmptyCorpus {
+            dir: corpus.to_path_buf(),
+            skipped: *skipped,
+        });
+    }
+    writer.commit().map_err(tv(dir))?;
+    writer.wait_merging_threads().map_err(tv(dir))?;
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        fingerprint: fingerprint.to_string(),
+        files: n_files,
+        chunks: n_chunks,
+        skipped: *skipped,
+        warnings: warnings.clone(),
+        corpus: corpus.display().to_string(),
+    };
+    let path = dir.join(MANIFEST);
+    let json = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| RetrievalError::io("writing", &path, e.into()))?;
+    let mut file =
+        std::fs::File::create(&path).map_err(|e| RetrievalError::io("creating", &path, e))?;
+    file.write_all(&json)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| RetrievalError::io("writing", &path, e))?;
+    Ok((n_files, n_chunks))
+}

@@ -1,0 +1,242 @@
+//! The index's store lifecycle: reuse an index whose manifest matches the corpus,
+//! else build into a temporary sibling and swap it into place (crash-safe; stale
+//! siblings of killed builds removed).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::super::fingerprint::{scan, Scanned};
+use super::super::{check_dir, default_index_dir, BuildReport, IndexOptions, RetrievalError};
+use super::build::write_index;
+use super::{Index, Manifest, FORMAT_VERSION, MANIFEST};
+
+/// Outcome of looking at an existing index directory.
+enum Existing {
+    Usable(Index, Manifest),
+    /// Absent or stale; the optional note says why (for unexpected states).
+    Rebuild(Option<String>),
+}
+
+fn read_existing(dir: &Path, fingerprint: &str) -> Existing {
+    let manifest_path = dir.join(MANIFEST);
+    let raw = match std::fs::read(&manifest_path) {
+        Ok(r) => r,
+        Err(_) => {
+            let note = dir.join("meta.json").exists().then(|| {
+                format!(
+                    "index at {} has no manifest (interrupted build?); rebuilding",
+                    dir.display()
+                )
+            });
+            return Existing::Rebuild(note);
+        }
+    };
+    let manifest: Manifest = match serde_json::from_slice(&raw) {
+        Ok(m) => m,
+        Err(e) => {
+            return Existing::Rebuild(Some(format!(
+                "manifest {} is invalid ({e}); rebuilding",
+                manifest_path.display()
+            )))
+        }
+    };
+    if manifest.format_version != FORMAT_VERSION {
+        return Existing::Rebuild(Some(format!(
+            "index at {} has format version {} (expected {FORMAT_VERSION}); rebuilding",
+            dir.display(),
+            manifest.format_version
+        )));
+    }
+    if manifest.fingerprint != fingerprint {
+        return Existing::Rebuild(None);
+    }
+    match Index::open(dir) {
+        Ok(index) if index.num_chunks() == manifest.chunks => Existing::Usable(index, manifest),
+        Ok(index) => Existing::Rebuild(Some(format!(
+            "index at {} has {} chunks but its manifest says {}; rebuilding",
+            dir.display(),
+            index.num_chunks(),
+            manifest.chunks
+        ))),
+        Err(e) => Existing::Rebuild(Some(format!("{e}; rebuilding"))),
+    }
+}
+
+/// `true` if `dir` may be replaced: missing, empty, or looking like an index.
+fn replaceable(dir: &Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Err(_) => !dir.exists(),
+        Ok(mut entries) => {
+            entries.next().is_none()
+                || dir.join(MANIFEST).exists()
+                || dir.join("meta.json").exists()
+        }
+    }
+}
+
+/// Removes `.{name}.tmp-<pid>-…` / `.{name}.old-<pid>-…` siblings left by killed
+/// builds, when `/proc` shows that process is gone (elsewhere they are left alone).
+fn remove_stale_siblings(parent: &Path, name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        let rest = n
+            .strip_prefix(&format!(".{name}.tmp-"))
+            .or_else(|| n.strip_prefix(&format!(".{name}.old-")));
+        let Some(pid) = rest
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{nanos}", std::process::id())
+}
+
+impl Index {
+    /// Opens the index at `corpus`'s index directory if its manifest matches the
+    /// current corpus fingerprint; otherwise builds it (into a temporary sibling
+    /// directory, manifest written last, then renamed into place).
+    ///
+    /// - `corpus`: the corpus directory; only read, never written.
+    /// - `out`: the index directory; default [`super::default_index_dir`].
+    /// - `opts`: exclusions, chunk sizes, progress bar, `force` rebuild.
+    ///
+    /// Returns the open index and a [`BuildReport`] (`reused` tells which happened).
+    ///
+    /// # Errors
+    /// [`RetrievalError::CorpusNotFound`] / [`RetrievalError::NotADirectory`] for a bad
+    /// corpus, [`RetrievalError::EmptyCorpus`] if no file yields a chunk,
+    /// [`RetrievalError::NotAnIndex`] if `out` is an unrelated non-empty directory,
+    /// [`RetrievalError::Io`] / [`RetrievalError::Tantivy`] for write failures.
+    pub fn open_or_build(
+        corpus: &Path,
+        out: Option<&Path>,
+        opts: &IndexOptions,
+    ) -> Result<(Index, BuildReport), RetrievalError> {
+        let started = Instant::now();
+        check_dir(corpus)?;
+        let dest = match out {
+            Some(p) => p.to_path_buf(),
+            None => default_index_dir(corpus)?,
+        };
+        let scanned = scan(corpus, opts, FORMAT_VERSION);
+        let mut notes = Vec::new();
+        if !opts.force {
+            match read_existing(&dest, &scanned.fingerprint) {
+                Existing::Usable(index, m) => {
+                    let report = BuildReport {
+                        files: m.files,
+                        chunks: m.chunks,
+                        skipped: m.skipped,
+                        warnings: m.warnings,
+                        reused: true,
+                        seconds: started.elapsed().as_secs_f64(),
+                        index_dir: dest,
+                    };
+                    return Ok((index, report));
+                }
+                Existing::Rebuild(note) => notes.extend(note),
+            }
+        }
+        let (index, mut report) = build(corpus, &dest, scanned, opts)?;
+        notes.append(&mut report.warnings);
+        report.warnings = notes;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok((index, report))
+    }
+}
+
+/// Builds the index of `scanned` into a temporary sibling of `dest`, then moves it
+/// into place.
+fn build(
+    corpus: &Path,
+    dest: &Path,
+    scanned: Scanned,
+    opts: &IndexOptions,
+) -> Result<(Index, BuildReport), RetrievalError> {
+    let Scanned {
+        fingerprint,
+        files,
+        walk_skipped,
+        walk_warnings,
+    } = scanned;
+    let mut skipped = walk_skipped;
+    let mut warnings = walk_warnings;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "index".into());
+    if !replaceable(dest) {
+        return Err(RetrievalError::NotAnIndex(dest.to_path_buf()));
+    }
+    std::fs::create_dir_all(&parent).map_err(|e| RetrievalError::io("creating", &parent, e))?;
+    remove_stale_siblings(&parent, &name);
+    let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
+    std::fs::create_dir(&tmp).map_err(|e| RetrievalError::io("creating", &tmp, e))?;
+    let result = write_index(
+        corpus,
+        &tmp,
+        files,
+        opts,
+        &fingerprint,
+        &mut skipped,
+        &mut warnings,
+    );
+    let (n_files, n_chunks) = match result {
+        Ok(counts) => counts,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    // Swap into place: old index aside, new one in, old one removed.
+    let old = parent.join(format!(".{name}.old-{}", unique_suffix()));
+    let had_old = dest.exists();
+    if had_old {
+        if let Err(e) = std::fs::rename(dest, &old) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(RetrievalError::io("moving aside", dest, e));
+        }
+    }
+    if let Err(e) = std::fs::rename(&tmp, dest) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(RetrievalError::io("moving into place", dest, e));
+    }
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    let index = Index::open(dest)?;
+    let report = BuildReport {
+        files: n_files,
+        chunks: n_chunks,
+        skipped,
+        warnings,
+        reused: false,
+        seconds: 0.0,
+        index_dir: dest.to_path_buf(),
+    };
+    Ok((index, report))
+}

@@ -1,0 +1,56 @@
+//! What an index build takes ([`IndexOptions`]) and reports ([`BuildReport`]).
+use super::ChunkSizes;
+use std::path::PathBuf;
+
+/// Options for building an index. The chunk sizes and exclude patterns are part of the
+/// corpus fingerprint: changing them triggers a rebuild.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexOptions {
+    /// Files to leave out. A pattern without `/` is matched against the file name, one
+    /// with `/` against the path relative to the corpus root. `*` matches any run of
+    /// characters (including `/`), `?` exactly one. Default: `["print.html"]` (the
+    /// mdBook whole-book page, which duplicates every other page).
+    pub exclude: Vec<String>,
+    /// Chunk sizes, in bytes of UTF-8 text.
+    pub chunk: ChunkSizes,
+    /// Show an indicatif progress bar on stderr (only drawn when stderr is a terminal).
+    pub progress: bool,
+    /// Rebuild even if a valid index for the same corpus fingerprint exists.
+    pub force: bool,
+    /// Memory budget of the tantivy writer, in bytes (default 50 MB; tantivy needs at
+    /// least 15 MB).
+    pub writer_memory: usize,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions {
+            exclude: vec!["print.html".to_string()],
+            chunk: ChunkSizes::default(),
+            progress: false,
+            force: false,
+            writer_memory: 50_000_000,
+        }
+    }
+}
+
+/// What [`Index::open_or_build`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildReport {
+    /// Files that produced at least one chunk (taken from the manifest when reused).
+    pub files: usize,
+    /// Chunks in the index.
+    pub chunks: usize,
+    /// Files looked at but not indexed: excluded, redirect stubs, empty, binary,
+    /// invalid UTF-8, unreadable, symlink loops.
+    pub skipped: usize,
+    /// One line per problem worth telling the user about (unreadable file, loop, ...).
+    /// Expected skips (redirect stubs, excluded files) are counted, not warned.
+    pub warnings: Vec<String>,
+    /// `true` if an existing index was reused without rebuilding.
+    pub reused: bool,
+    /// Wall time of the whole call, in seconds.
+    pub seconds: f64,
+    /// The index directory.
+    pub index_dir: PathBuf,
+}
