@@ -28,7 +28,8 @@ pub mod store;
 pub mod summary;
 pub mod svg;
 
-use crate::runtime::{CancellationToken, LoadError, Status};
+use crate::compile::LoadError;
+use crate::runtime::{CancellationToken, Status};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -332,7 +333,9 @@ pub async fn run_eval_until(
             cfg.dataset.display()
         )));
     }
-    let variants = runner::resolve_variants(&cfg.spec, cfg.variants.as_deref())?;
+    // The spec is loaded and checked once, base and every variant.
+    let mut compiled = runner::compile_spec(&cfg.spec)?;
+    let variants = runner::resolve_variants(&compiled, cfg.variants.as_deref())?;
     let mut gate_list = Vec::new();
     for g in &cfg.fail_under {
         gate_list.push(gates::parse_bound(g, false, &variants).map_err(EvalError::Usage)?);
@@ -384,7 +387,23 @@ pub async fn run_eval_until(
         progress: cfg.progress,
         calls: cfg.calls.clone(),
     };
-    let programs = runner::load(&cfg.spec, &variants, &popts)?;
+    let programs = runner::load(&mut compiled, &variants, &popts)?;
+    // No --record may overwrite a file the spec reads (the CLI checks the other
+    // inputs and the outputs before anything is loaded).
+    if let Some(rec) = &cfg.record_to {
+        if let Some(p) = compiled
+            .files
+            .iter()
+            .find(|f| crate::paths::same_file(rec, f))
+        {
+            return Err(EvalError::Usage(format!(
+                "--record {} would overwrite {}, an input of this eval",
+                rec.display(),
+                p.display()
+            )));
+        }
+    }
+    drop(compiled);
     // Every usage check is done: only now may --record create (truncate) its file.
     if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
         let w = if cfg.resume {

@@ -132,7 +132,7 @@ fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
 }
 
 pub(super) async fn exec(
-    program: &Program,
+    _program: &Program,
     node: &NodeProg,
     res: &Resources,
     mirror: &Arc<Mirror>,
@@ -159,18 +159,8 @@ pub(super) async fn exec(
                 .map_err(|e| plain(format!("retriever `{retriever}`: {e}")))?;
             Ok(NodeOut::plain(Some(documents_json(docs)), node))
         }
-        Body::Tool { tool, query } => {
-            let spec = program
-                .loaded
-                .spec
-                .tools
-                .get(tool)
-                .ok_or_else(|| plain(format!("unknown tool `{tool}`")))?;
-            let top_k = match spec {
-                crate::spec::types::ToolSpec::Corpus { top_k, .. }
-                | crate::spec::types::ToolSpec::Searxng { top_k, .. }
-                | crate::spec::types::ToolSpec::Tavily { top_k, .. } => *top_k as usize,
-            };
+        Body::Tool { tool, query, top_k } => {
+            let top_k = *top_k;
             let q = render(query, &Scope::make(mirror, Vec::new()))
                 .map_err(|e| plain(format!("query template: {e}")))?;
             let r = res
