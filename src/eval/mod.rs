@@ -313,6 +313,20 @@ pub async fn run_eval_until(
     cfg: &EvalConfig,
     cancel: &CancellationToken,
 ) -> Result<Outcome, EvalError> {
+    // The spec is loaded and checked once, base and every variant; its faults are
+    // reported after the dataset's.
+    let compiled = runner::compile_spec(&cfg.spec);
+    // No --record may overwrite a file the spec reads (the CLI checks the other
+    // inputs and the outputs), whatever else is wrong.
+    if let (Ok(c), Some(rec)) = (&compiled, &cfg.record_to) {
+        if let Some(p) = c.files.iter().find(|f| crate::paths::same_file(rec, f)) {
+            return Err(EvalError::Usage(format!(
+                "--record {} would overwrite {}, an input of this eval",
+                rec.display(),
+                p.display()
+            )));
+        }
+    }
     let ds = dataset::load(&cfg.dataset).map_err(EvalError::Usage)?;
     let mut warnings: Vec<String> = ds
         .errors
@@ -333,8 +347,7 @@ pub async fn run_eval_until(
             cfg.dataset.display()
         )));
     }
-    // The spec is loaded and checked once, base and every variant.
-    let mut compiled = runner::compile_spec(&cfg.spec)?;
+    let mut compiled = compiled?;
     let variants = runner::resolve_variants(&compiled, cfg.variants.as_deref())?;
     let mut gate_list = Vec::new();
     for g in &cfg.fail_under {
@@ -388,21 +401,6 @@ pub async fn run_eval_until(
         calls: cfg.calls.clone(),
     };
     let programs = runner::load(&mut compiled, &variants, &popts)?;
-    // No --record may overwrite a file the spec reads (the CLI checks the other
-    // inputs and the outputs before anything is loaded).
-    if let Some(rec) = &cfg.record_to {
-        if let Some(p) = compiled
-            .files
-            .iter()
-            .find(|f| crate::paths::same_file(rec, f))
-        {
-            return Err(EvalError::Usage(format!(
-                "--record {} would overwrite {}, an input of this eval",
-                rec.display(),
-                p.display()
-            )));
-        }
-    }
     drop(compiled);
     // Every usage check is done: only now may --record create (truncate) its file.
     if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
