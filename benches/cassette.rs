@@ -14,10 +14,11 @@
 //!
 //! Run: `cargo bench --bench cassette`, or bench/replay.sh for the figures and bounds.
 use criterion::{criterion_group, criterion_main, Criterion};
+use ragloop::compile::load_program;
 use ragloop::providers::cache::{KeyConfig, KeyMaker, ResponseCache};
 use ragloop::providers::cassette::{Cassette, CassetteWriter};
 use ragloop::providers::{LlmRequest, LlmResponse};
-use ragloop::runtime::{load_program, run, NoTrace, ResourceOptions, Resources, RunInput};
+use ragloop::runtime::{run, NoTrace, ResourceOptions, Resources, RunInput};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,7 +113,7 @@ fn bench(c: &mut Criterion) {
         if !seen.insert(task.clone()) {
             continue;
         }
-        let model = Arc::new(program.loaded.spec.models[&x.model_name].clone());
+        let model = Arc::new(program.spec.models[&x.model_name].clone());
         let req = LlmRequest {
             node: x.node.clone(),
             item: x.item,

@@ -8,12 +8,12 @@
 //!
 //! Run: `cargo bench --bench runtime` (or bench/runtime.sh for the LangGraph comparison).
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use ragloop::compile::load_program;
 use ragloop::providers::scripted::ScriptedProvider;
 use ragloop::providers::Provider;
 use ragloop::retrieval::Document;
 use ragloop::runtime::{
-    load_program, run, NoTrace, Program, ResourceOptions, Resources, Retriever, RunInput,
-    ScriptedRetriever,
+    run, NoTrace, Program, ResourceOptions, Resources, Retriever, RunInput, ScriptedRetriever,
 };
 use serde_json::{json, Value};
 use std::path::Path;
@@ -38,10 +38,10 @@ fn resources(program: &Program, fixture: &Value, retrieval: Vec<Vec<Document>>) 
         Arc::new(ScriptedProvider::from_json(fixture).expect("fixture"));
     let retriever: Arc<dyn Retriever> = Arc::new(ScriptedRetriever::new(retrieval));
     let mut opts = ResourceOptions::default();
-    for name in program.loaded.spec.retrievers.keys() {
+    for name in program.spec.retrievers.keys() {
         opts.retrievers.insert(name.clone(), Arc::clone(&retriever));
     }
-    for name in program.loaded.spec.models.keys() {
+    for name in program.spec.models.keys() {
         opts.providers.insert(name.clone(), Arc::clone(&provider));
     }
     Resources::prepare(program, opts).expect("resources")

@@ -1,11 +1,12 @@
 //! Runs the ARSC happy path (3 steps) many times with instant scripted nodes, for
 //! profiling the interpreter (`perf record` / `valgrind --tool=callgrind`).
 //! Usage: `cargo run --release --example profile_steps -- [RUNS]`
+use ragloop::compile::load_program;
 use ragloop::providers::scripted::ScriptedProvider;
 use ragloop::providers::Provider;
 use ragloop::retrieval::Document;
 use ragloop::runtime::{
-    load_program, run, NoTrace, ResourceOptions, Resources, Retriever, RunInput, ScriptedRetriever,
+    run, NoTrace, ResourceOptions, Resources, Retriever, RunInput, ScriptedRetriever,
 };
 use serde_json::json;
 use std::path::Path;
@@ -51,10 +52,10 @@ fn main() {
         (0..runs).map(|_| docs.clone()).collect(),
     ));
     let mut opts = ResourceOptions::default();
-    for name in program.loaded.spec.retrievers.keys() {
+    for name in program.spec.retrievers.keys() {
         opts.retrievers.insert(name.clone(), Arc::clone(&retriever));
     }
-    for name in program.loaded.spec.models.keys() {
+    for name in program.spec.models.keys() {
         opts.providers.insert(name.clone(), Arc::clone(&provider));
     }
     let res = Resources::prepare(&program, opts).expect("resources");

@@ -13,7 +13,8 @@
 //! CRAG's happy path: every document graded relevant, a generated answer, an answer
 //! grade "grounded and on topic". Needs the Rust book installed with the toolchain
 //! (`rust-docs:book`).
-use ragloop::runtime::{load_program, run, NoTrace, ResourceOptions, Resources, RunInput, Status};
+use ragloop::compile::load_program;
+use ragloop::runtime::{run, NoTrace, ResourceOptions, Resources, RunInput, Status};
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -10,10 +10,12 @@
 //!    every value (`file:line:column`).
 //! 2. [`validate`] runs every static check and returns all findings as
 //!    [`diag::Diagnostic`]s with stable codes.
-//! 3. [`graph`] compiles a validated spec into a petgraph graph and exports it as
-//!    Mermaid or DOT.
-//! 4. [`retrieval`] ingests a corpus into a persistent BM25 index (and dense vectors).
-//! 5. [`runtime`] runs a validated spec; [`retrieval::web`] answers its web-search tools.
+//! 3. [`graph`] builds a spec's petgraph topology and exports it as Mermaid or DOT.
+//! 4. [`compile`] is the one entry point from spec files to what runs: it loads the
+//!    spec, validates the base spec and each variant once, and compiles each into a
+//!    [`runtime::Program`] from the files validation read.
+//! 5. [`retrieval`] ingests a corpus into a persistent BM25 index (and dense vectors).
+//! 6. [`runtime`] runs a compiled program; [`retrieval::web`] answers its web-search tools.
 //!
 //! The `ragloop` binary is a thin layer over these modules.
 #![warn(missing_docs)]
@@ -50,12 +52,14 @@ macro_rules! errp {
 }
 
 pub mod clock;
+pub mod compile;
 pub mod diag;
 pub mod eval;
 pub mod graph;
 pub mod http;
 pub mod jinja;
 pub mod json;
+pub mod paths;
 pub mod providers;
 pub mod retries;
 pub mod retrieval;

@@ -2,12 +2,12 @@
 //! mock stands in for a network provider (`provider: openai` in the spec, the mock
 //! injected by name), every cache lives in a temp directory.
 use futures::future::BoxFuture;
+use ragloop::compile::load_program;
 use ragloop::providers::cache::ResponseCache;
 use ragloop::providers::cassette::{Cassette, CassetteWriter};
 use ragloop::providers::{LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use ragloop::runtime::{
-    load_program, run, JsonlTrace, NoTrace, Program, ResourceOptions, Resources, RunInput,
-    RunResult, Status,
+    run, JsonlTrace, NoTrace, Program, ResourceOptions, Resources, RunInput, RunResult, Status,
 };
 use serde_json::{json, Value};
 use std::path::Path;
@@ -137,7 +137,7 @@ fn go(
     mut opts: ResourceOptions,
     question: &str,
 ) -> (RunResult, Vec<Value>) {
-    for name in program.loaded.spec.models.keys() {
+    for name in program.spec.models.keys() {
         opts.providers
             .insert(name.clone(), Arc::clone(mock) as Arc<dyn Provider>);
     }

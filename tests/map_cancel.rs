@@ -2,7 +2,8 @@
 //! items are dropped (their HTTP requests cancelled, never retried), the run fails at
 //! once, and the usage of the items that finished is still counted.
 use crate::providers_support::{openai_text, rt};
-use ragloop::runtime::{load_program, run, NoTrace, ResourceOptions, Resources, RunInput, Status};
+use ragloop::compile::load_program;
+use ragloop::runtime::{run, NoTrace, ResourceOptions, Resources, RunInput, Status};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use wiremock::matchers::{body_string_contains, method, path};

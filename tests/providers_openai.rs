@@ -90,8 +90,8 @@ fn base_url_override_to_another_host_drops_the_key_variable() {
         true,
     );
     let load = |m: &str| {
-        ragloop::runtime::load_program(&p.spec, None, &[m.to_string()])
-            .map(|prog| prog.loaded.spec.models["m"].clone())
+        ragloop::compile::load_program(&p.spec, None, &[m.to_string()])
+            .map(|prog| prog.spec.models["m"].clone())
     };
     // Another host: the key named for Groq is not sent to it.
     let m = load("m=openai:qwen2.5:7b@http://localhost:11434/v1").unwrap();
@@ -107,8 +107,8 @@ fn base_url_override_to_another_host_drops_the_key_variable() {
     assert_eq!(m.api_key_env.as_deref(), Some("GROQ_KEY_UNSET_XYZ"));
     // No model name for a network provider is a usage error naming the flag.
     let p2 = project("provider: scripted", true);
-    match ragloop::runtime::load_program(&p2.spec, None, &["m=openai".to_string()]) {
-        Err(ragloop::runtime::LoadError::Usage(e)) => {
+    match ragloop::compile::load_program(&p2.spec, None, &["m=openai".to_string()]) {
+        Err(ragloop::compile::LoadError::Usage(e)) => {
             assert!(
                 e.contains("--model m=openai") && e.contains("model name"),
                 "{e}"
@@ -887,15 +887,15 @@ fn model_override_with_base_url() {
         "grader=openai:llama3.1:8b@http://localhost:11434".to_string(),
         "generator=anthropic:claude-x".to_string(),
     ];
-    let p = ragloop::runtime::load_program(&repo.join("graphs/crag.yaml"), None, &models)
+    let p = ragloop::compile::load_program(&repo.join("graphs/crag.yaml"), None, &models)
         .unwrap_or_else(|e| panic!("{e}"));
-    let g = &p.loaded.spec.models["grader"];
+    let g = &p.spec.models["grader"];
     assert_eq!(g.model.as_deref(), Some("llama3.1:8b"));
     assert_eq!(g.base_url.as_deref(), Some("http://localhost:11434"));
     assert!(g.params.is_empty(), "offline params dropped");
     // A local server needs no key.
     assert!(ragloop::providers::api_key("grader", g).unwrap().is_none());
-    let gen = &p.loaded.spec.models["generator"];
+    let gen = &p.spec.models["generator"];
     assert_eq!(gen.model.as_deref(), Some("claude-x"));
     assert!(gen.base_url.is_none());
     for bad in [
@@ -903,12 +903,12 @@ fn model_override_with_base_url() {
         "grader=openai:m@ftp://h",
         "grader=openai:m@http://",
     ] {
-        match ragloop::runtime::load_program(
+        match ragloop::compile::load_program(
             &repo.join("graphs/crag.yaml"),
             None,
             &[bad.to_string()],
         ) {
-            Err(ragloop::runtime::LoadError::Usage(m)) => assert!(m.contains(bad), "{m}"),
+            Err(ragloop::compile::LoadError::Usage(m)) => assert!(m.contains(bad), "{m}"),
             Err(e) => panic!("{bad}: {e}"),
             Ok(_) => panic!("{bad} accepted"),
         }

@@ -387,13 +387,13 @@ fn the_runtime_retry_loop_reports_map_items_too() {
 fn timeout_and_retries_reach_web_search_tools_and_every_model() {
     use ragloop::spec::types::ToolSpec;
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs/crag-web.yaml");
-    let changes = ragloop::runtime::SpecOverrides {
+    let changes = ragloop::compile::SpecOverrides {
         timeout_secs: Some(0.25),
         retries: Some(0),
         ..Default::default()
     };
-    let p = ragloop::runtime::load_program_with(&spec, None, &changes).unwrap();
-    let s = &p.loaded.spec;
+    let p = ragloop::compile::load_program_with(&spec, None, &changes).unwrap();
+    let s = &p.spec;
     assert!(!s.models.is_empty() && !s.tools.is_empty());
     for (name, m) in &s.models {
         assert_eq!((m.timeout_secs, m.retries), (Some(0.25), Some(0)), "{name}");
@@ -414,9 +414,9 @@ fn timeout_and_retries_reach_web_search_tools_and_every_model() {
         }
     }
     // Without the flags the spec's own values stay.
-    let p = ragloop::runtime::load_program(&spec, None, &[]).unwrap();
+    let p = ragloop::compile::load_program(&spec, None, &[]).unwrap();
     assert!(matches!(
-        p.loaded.spec.tools["web"],
+        p.spec.tools["web"],
         ToolSpec::Searxng {
             timeout_secs: Some(t),
             retries: Some(2),

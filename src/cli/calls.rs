@@ -55,8 +55,10 @@ impl CallArgs {
             opts.replay = Some(Arc::new(c));
         }
         if let Some(path) = &self.record {
-            let clobbered =
-                super::paths::clobbers(path, inputs.iter().copied().chain(self.replay.as_deref()));
+            let clobbered = ragloop::paths::clobbers(
+                path,
+                inputs.iter().copied().chain(self.replay.as_deref()),
+            );
             if let Some(p) = clobbered {
                 return Err(format!(
                     "--record {} would overwrite {}, an input of this run",

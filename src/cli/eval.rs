@@ -102,15 +102,14 @@ pub fn run(args: EvalArgs) -> ExitCode {
         .iter()
         .map(|f| out.join(f))
         .collect();
-        let spec_files = ragloop::runtime::spec_input_files(&args.spec);
+        // The spec's own files are checked by the eval once it has loaded the spec.
         let protected = inputs
             .iter()
             .map(|p| (*p, "an input"))
             .chain(args.calls.replay.as_deref().map(|p| (p, "an input")))
-            .chain(spec_files.iter().map(|p| (p.as_path(), "an input")))
             .chain(outputs.iter().map(|p| (p.as_path(), "an output")));
         for (p, role) in protected {
-            if super::paths::same_file(rec, p) {
+            if ragloop::paths::same_file(rec, p) {
                 ragloop::errln!(
                     "ragloop eval: --record {} would overwrite {}, {role} of this eval",
                     rec.display(),

@@ -12,7 +12,6 @@ mod eval;
 mod graph;
 mod index;
 mod overrides;
-mod paths;
 mod run;
 mod signals;
 mod validate;

@@ -1,7 +1,7 @@
 //! `--override`, `--timeout` and `--retries`, shared by `run` and `eval`: changes to
-//! the spec from the command line (see `ragloop::runtime::overrides`).
-use ragloop::runtime::overrides::{parse_retries, parse_timeout};
-use ragloop::runtime::SpecOverrides;
+//! the spec from the command line (see `ragloop::compile::overrides`).
+use ragloop::compile::overrides::{parse_retries, parse_timeout};
+use ragloop::compile::SpecOverrides;
 
 /// The spec changes of `run` and `eval` besides `--variant` and `--model`.
 #[derive(clap::Args, Clone, Debug, Default)]

@@ -6,11 +6,12 @@
 //! with its result and trace; with `--input`, no further line is run). With
 //! `--input`, the most severe status over all questions decides (failed > limit >
 //! exhausted/fallback > generated), and a bad input line counts as failed.
+use ragloop::compile::{compile, CompileOptions, LoadError};
 use ragloop::runtime::state::parse_set;
 use ragloop::runtime::trace::Tee;
 use ragloop::runtime::{
-    load_program_with, run_until as run_program, JsonlTrace, LoadError, Observer, ResourceOptions,
-    Resources, RunInput, RunResult, Status, Verbose,
+    run_until as run_program, JsonlTrace, Observer, ResourceOptions, Resources, RunInput,
+    RunResult, Status, Verbose,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -177,17 +178,29 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
     }
     let changes = args.changes.changes(&args.models);
-    let program = match load_program_with(&args.spec, args.variant.as_deref(), &changes) {
+    // Loaded and checked once (base spec and every variant), then the variant's
+    // program with the command-line changes.
+    let invalid = |text: &str| {
+        ragloop::errp!("{text}");
+        ragloop::errln!(
+            "ragloop run: {} does not validate; nothing was run",
+            args.spec.display()
+        );
+        ExitCode::from(1)
+    };
+    let mut compiled = match compile(
+        &args.spec,
+        &CompileOptions {
+            no_environment: true,
+        },
+    ) {
+        Ok(c) => c,
+        Err(e) => return invalid(&e.render()),
+    };
+    let program = match compiled.program_with(args.variant.as_deref(), &changes) {
         Ok(p) => p,
         Err(LoadError::Usage(m)) => return usage(m),
-        Err(LoadError::Invalid(text)) => {
-            ragloop::errp!("{text}");
-            ragloop::errln!(
-                "ragloop run: {} does not validate; nothing was run",
-                args.spec.display()
-            );
-            return ExitCode::from(1);
-        }
+        Err(LoadError::Invalid(text)) => return invalid(&text),
         Err(LoadError::Compile(m)) => {
             ragloop::errln!("ragloop run: {m}");
             return ExitCode::from(1);
@@ -200,7 +213,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     // a replayed run reads no key.
     // Web tools and query embeddings are live even under --replay.
     let missing = ragloop::providers::keys::missing(
-        &program.loaded.spec,
+        &program.spec,
         &ragloop::providers::keys::KeyScope {
             replaying: args.calls.replay.is_some(),
             live_calls: true,
@@ -216,19 +229,15 @@ pub fn run(args: RunArgs) -> ExitCode {
     // Every file the run reads: the spec and the files it loaded (prompts, schemas,
     // fixtures), the questions, the replayed cassette. No output may overwrite one.
     // (Variants' files too: a prompt only a variant uses is still part of the spec.)
-    let mut spec_files = program.loaded.input_files();
-    for f in ragloop::runtime::spec_input_files(&args.spec) {
-        if !spec_files.contains(&f) {
-            spec_files.push(f);
-        }
-    }
+    let spec_files = std::mem::take(&mut compiled.files);
+    drop(compiled);
     let mut read: Vec<&std::path::Path> = vec![args.spec.as_path()];
     read.extend(spec_files.iter().map(PathBuf::as_path));
     read.extend(args.input.as_deref());
     read.extend(args.calls.replay.as_deref());
     let mut trace_file = None;
     if let Some(path) = &args.trace {
-        if let Some(p) = super::paths::clobbers(path, read.iter().copied()) {
+        if let Some(p) = ragloop::paths::clobbers(path, read.iter().copied()) {
             return usage(format!(
                 "--trace {} would overwrite {}, an input of this run",
                 path.display(),

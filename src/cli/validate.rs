@@ -1,8 +1,8 @@
 //! `ragloop validate [SPEC...]`: every static check, before any LLM call.
+use ragloop::compile::{compile_in, CompileOptions};
 use ragloop::diag::render::{self, Format};
 use ragloop::diag::{Diagnostic, Severity};
 use ragloop::spec::source::Sources;
-use ragloop::validate::{validate_file, Options};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,7 +71,7 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             return ExitCode::from(super::EXIT_USAGE);
         }
     };
-    let opts = Options {
+    let opts = CompileOptions {
         no_environment: args.no_environment,
     };
     let mut sources = Sources::new();
@@ -79,17 +79,25 @@ pub fn run(args: ValidateArgs) -> ExitCode {
     let mut status_lines = Vec::new();
     let mut invalid = 0usize;
     for file in &files {
-        let mut outcome = validate_file(file, &mut sources, &opts);
+        let (mut diagnostics, variants) = match compile_in(file, &opts, sources) {
+            Ok(c) => {
+                sources = c.sources;
+                (c.diagnostics, c.units.len() - 1)
+            }
+            Err(e) => {
+                sources = e.sources;
+                (e.diagnostics, e.variant_names.len())
+            }
+        };
         if args.deny_warnings {
-            for d in &mut outcome.diagnostics {
+            for d in &mut diagnostics {
                 d.severity = Severity::Error;
             }
         }
-        let errors = outcome.diagnostics.iter().filter(|d| d.is_error()).count();
-        let warnings = outcome.diagnostics.len() - errors;
+        let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+        let warnings = diagnostics.len() - errors;
         let bad = errors > 0 || (args.deny_warnings && warnings > 0);
         invalid += usize::from(bad);
-        let variants = outcome.spec.as_ref().map_or(0, |s| s.spec.variants.len());
         status_lines.push(format!(
             "{} {}: {}{}",
             if bad { "x" } else { "√" },
@@ -107,7 +115,7 @@ pub fn run(args: ValidateArgs) -> ExitCode {
                 String::new()
             },
         ));
-        all.extend(outcome.diagnostics);
+        all.extend(diagnostics);
     }
     let mut out = std::io::stdout().lock();
     let text = render::render(&all, &sources, args.format);

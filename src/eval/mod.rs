@@ -28,7 +28,8 @@ pub mod store;
 pub mod summary;
 pub mod svg;
 
-use crate::runtime::{CancellationToken, LoadError, Status};
+use crate::compile::LoadError;
+use crate::runtime::{CancellationToken, Status};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -333,6 +334,20 @@ pub async fn run_eval_until(
     cfg: &EvalConfig,
     cancel: &CancellationToken,
 ) -> Result<Outcome, EvalError> {
+    // The spec is loaded and checked once, base and every variant; its faults are
+    // reported after the dataset's.
+    let compiled = runner::compile_spec(&cfg.spec);
+    // No --record may overwrite a file the spec reads (the CLI checks the other
+    // inputs and the outputs), whatever else is wrong.
+    if let (Ok(c), Some(rec)) = (&compiled, &cfg.record_to) {
+        if let Some(p) = c.files.iter().find(|f| crate::paths::same_file(rec, f)) {
+            return Err(EvalError::Usage(format!(
+                "--record {} would overwrite {}, an input of this eval",
+                rec.display(),
+                p.display()
+            )));
+        }
+    }
     let ds = dataset::load(&cfg.dataset)?;
     let mut warnings: Vec<String> = ds
         .errors
@@ -353,7 +368,8 @@ pub async fn run_eval_until(
             cfg.dataset.display()
         )));
     }
-    let variants = runner::resolve_variants(&cfg.spec, cfg.variants.as_deref())?;
+    let mut compiled = compiled?;
+    let variants = runner::resolve_variants(&compiled, cfg.variants.as_deref())?;
     let mut gate_list = Vec::new();
     for g in &cfg.fail_under {
         gate_list.push(gates::parse_bound(g, false, &variants)?);
@@ -405,7 +421,8 @@ pub async fn run_eval_until(
         progress: cfg.progress,
         calls: cfg.calls.clone(),
     };
-    let programs = runner::load(&cfg.spec, &variants, &popts)?;
+    let programs = runner::load(&mut compiled, &variants, &popts)?;
+    drop(compiled);
     // Every usage check is done: only now may --record create (truncate) its file.
     if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
         let w = if cfg.resume {

@@ -4,10 +4,11 @@
 use super::dataset::Item;
 use super::metrics::row_metrics;
 use super::store::{Row, StoreError, Usage, Writer};
+use crate::compile::{compile, CompileOptions, CompiledSpec, LoadError, SpecOverrides};
 use crate::retries::RetryEvent;
 use crate::runtime::{
-    load_program, load_program_with, run_until, CancellationToken, LoadError, Observer, Program,
-    ResourceOptions, Resources, RunInput, RunResult, StepRecord,
+    run_until, CancellationToken, Observer, Program, ResourceOptions, Resources, RunInput,
+    RunResult, StepRecord,
 };
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -71,26 +72,38 @@ impl CallLayers {
     }
 }
 
-/// The variant names a spec defines, `base` first.
+/// Loads and checks the spec once: base spec and every variant (see
+/// [`crate::compile`]).
 ///
 /// # Errors
-/// [`LoadError`] when the spec does not load.
-pub fn spec_variants(spec: &Path) -> Result<Vec<String>, LoadError> {
-    // `base` names the spec without a variant: a variant of that name would be
-    // ambiguous (validation rejects it with E027; say so as a usage error first).
-    let mut sources = crate::spec::source::Sources::new();
-    if let Ok(ls) = crate::spec::load_spec(spec, &mut sources) {
-        if ls.spec.variants.contains_key(BASE) {
-            return Err(LoadError::Usage(format!(
+/// [`LoadError::Usage`] for a spec variant named `base` (reserved for the spec
+/// without any variant); [`LoadError::Invalid`] when the spec does not validate.
+pub fn compile_spec(spec: &Path) -> Result<CompiledSpec, LoadError> {
+    compile(
+        spec,
+        &CompileOptions {
+            no_environment: true,
+        },
+    )
+    .map_err(|e| {
+        // `base` names the spec without a variant: a variant of that name would be
+        // ambiguous (validation rejects it with E027; say so as a usage error).
+        if e.variant_names.iter().any(|v| v == BASE) {
+            LoadError::Usage(format!(
                 "{}: a variant is named `{BASE}`, which is reserved for the spec without any variant (E027); rename it",
                 spec.display()
-            )));
+            ))
+        } else {
+            e.into()
         }
-    }
-    let base = load_program(spec, None, &[])?;
-    Ok(std::iter::once(BASE.to_string())
-        .chain(base.loaded.spec.variants.keys().cloned())
-        .collect())
+    })
+}
+
+/// The variant names a compiled spec defines, `base` first.
+pub fn spec_variants(compiled: &CompiledSpec) -> Vec<String> {
+    std::iter::once(BASE.to_string())
+        .chain(compiled.variant_names().map(str::to_string))
+        .collect()
 }
 
 /// Resolves `--variants`: `None` is `base` followed by every variant of the spec;
@@ -98,10 +111,12 @@ pub fn spec_variants(spec: &Path) -> Result<Vec<String>, LoadError> {
 ///
 /// # Errors
 /// [`LoadError::Usage`] naming an unknown variant and the known ones, a name
-/// listed twice, or a spec variant named `base`;
-/// [`LoadError::Invalid`]/[`LoadError::Compile`] when the spec does not load.
-pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<String>, LoadError> {
-    let known = spec_variants(spec)?;
+/// listed twice, or no name.
+pub fn resolve_variants(
+    compiled: &CompiledSpec,
+    wanted: Option<&[String]>,
+) -> Result<Vec<String>, LoadError> {
+    let known = spec_variants(compiled);
     let Some(wanted) = wanted else {
         return Ok(known);
     };
@@ -114,7 +129,7 @@ pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<St
         if !known.iter().any(|k| k == w) {
             return Err(LoadError::Usage(format!(
                 "--variants: unknown variant `{w}`; {} defines: {}",
-                spec.display(),
+                compiled.path.display(),
                 known.join(", ")
             )));
         }
@@ -137,11 +152,11 @@ pub fn resolve_variants(spec: &Path, wanted: Option<&[String]>) -> Result<Vec<St
 /// # Errors
 /// See [`load`] and [`open`].
 pub fn prepare(
-    spec: &Path,
+    compiled: &mut CompiledSpec,
     variants: &[String],
     opts: &PrepareOptions,
 ) -> Result<Vec<Prepared>, LoadError> {
-    open(load(spec, variants, opts)?, opts)
+    open(load(compiled, variants, opts)?, opts)
 }
 
 /// Loads and compiles every variant and checks that every model has its API key.
@@ -150,11 +165,11 @@ pub fn prepare(
 /// [`LoadError`] for a spec or variant that does not load; a missing API key is
 /// [`LoadError::Usage`] (every model at once; none with a replayed cassette).
 pub fn load(
-    spec: &Path,
+    compiled: &mut CompiledSpec,
     variants: &[String],
     opts: &PrepareOptions,
-) -> Result<Vec<(String, Program)>, LoadError> {
-    let changes = crate::runtime::SpecOverrides {
+) -> Result<Vec<(String, Arc<Program>)>, LoadError> {
+    let changes = SpecOverrides {
         set: opts.overrides.clone(),
         models: opts.models.clone(),
         timeout_secs: opts.timeout_secs,
@@ -164,7 +179,9 @@ pub fn load(
         .iter()
         .map(|name| {
             let v = (name != BASE).then_some(name.as_str());
-            load_program_with(spec, v, &changes).map(|p| (name.clone(), p))
+            compiled
+                .program_with(v, &changes)
+                .map(|p| (name.clone(), p))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut missing: Vec<String> = Vec::new();
@@ -173,7 +190,7 @@ pub fn load(
     // holds LLM exchanges only).
     let check_keys = opts.calls.replay.is_none();
     for (_, p) in &programs {
-        let spec = &p.loaded.spec;
+        let spec = &p.spec;
         let scope = crate::providers::keys::KeyScope {
             replaying: !check_keys,
             live_calls: true,
@@ -196,7 +213,7 @@ pub fn load(
 /// # Errors
 /// [`LoadError::Compile`] naming the variant and the resource at fault.
 pub fn open(
-    programs: Vec<(String, Program)>,
+    programs: Vec<(String, Arc<Program>)>,
     opts: &PrepareOptions,
 ) -> Result<Vec<Prepared>, LoadError> {
     programs
@@ -216,7 +233,7 @@ pub fn open(
             .map_err(|e| LoadError::Compile(format!("variant `{name}`: {e}")))?;
             Ok(Prepared {
                 name,
-                program: Arc::new(program),
+                program,
                 resources: Arc::new(res),
             })
         })

@@ -1,5 +1,5 @@
 //! Turns a spec's nodes and edges into a petgraph [`DiGraph`].
-use crate::spec::types::{Edge, Spec};
+use crate::spec::types::Spec;
 use crate::spec::yaml::pointer;
 use indexmap::IndexMap;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -54,41 +54,24 @@ impl Topology {
             let Some(&src) = index.get(from) else {
                 continue;
             };
-            match edge {
-                Edge::Static(to) => {
-                    if let Some(dst) = target(to) {
-                        edges.push((
-                            src,
-                            dst,
-                            EdgeInfo {
-                                label: None,
-                                arm: None,
-                                ptr: pointer(&["edges", from]),
-                            },
-                        ));
-                    }
-                }
-                Edge::Branch(arms) => {
-                    for (i, arm) in arms.iter().enumerate() {
-                        let (to, label, key) = match (&arm.when, &arm.to, &arm.otherwise) {
-                            (Some(w), Some(t), None) => (t, w.clone(), "to"),
-                            (None, None, Some(e)) => (e, "else".to_string(), "else"),
-                            _ => continue,
-                        };
-                        if let Some(dst) = target(to) {
-                            let ptr = pointer(&["edges", from.as_str(), &i.to_string(), key]);
-                            edges.push((
-                                src,
-                                dst,
-                                EdgeInfo {
-                                    label: Some(label),
-                                    arm: Some(i),
-                                    ptr,
-                                },
-                            ));
-                        }
-                    }
-                }
+            for arm in edge.arms() {
+                let Some(dst) = target(arm.to) else { continue };
+                let (label, ptr) = match (arm.index, arm.key()) {
+                    (Some(i), Some(key)) => (
+                        Some(arm.when.unwrap_or("else").to_string()),
+                        pointer(&["edges", from.as_str(), &i.to_string(), key]),
+                    ),
+                    _ => (None, pointer(&["edges", from])),
+                };
+                edges.push((
+                    src,
+                    dst,
+                    EdgeInfo {
+                        label,
+                        arm: arm.index,
+                        ptr,
+                    },
+                ));
             }
         }
         for (s, d, info) in edges {
@@ -100,6 +83,16 @@ impl Topology {
             index,
             end,
             entry,
+        }
+    }
+
+    /// The index of an edge target: a node name, or `END` (the terminal); `None` for
+    /// an unknown name.
+    pub fn target(&self, name: &str) -> Option<NodeIndex> {
+        if name == END {
+            Some(self.end)
+        } else {
+            self.index.get(name).copied()
         }
     }
 

@@ -16,7 +16,7 @@
 //! - Neither bound counts END.
 use super::expr::{to_jinja, Mirror, Scope};
 use super::nodes::{exec, name, Meter, UpdateNames};
-use super::program::{Body, EdgeProg, NodeProg, Program};
+use super::program::{Body, EdgeProg, NodeProg, Program, Target};
 use super::resources::Resources;
 use super::state::{initial_state, reduce};
 use super::status::Status;
@@ -64,7 +64,7 @@ pub async fn run_until(
     obs: &mut dyn Observer,
     cancel: &CancellationToken,
 ) -> RunResult {
-    let spec = &program.loaded.spec;
+    let spec = &program.spec;
     let mut state = Value::Object(initial_state(
         &spec.state.initial,
         input.question.as_deref(),
@@ -82,10 +82,11 @@ pub async fn run_until(
     let mut mirror = Arc::new(state.as_object().map(mirror_of).unwrap_or_default());
     let mut visits = vec![0u32; program.nodes.len()];
     let mut steps = 0u32;
-    let mut current = Some(program.entry);
+    let mut current = Target::Node(program.entry);
     let mut last: Option<usize> = None;
     let tracing = obs.enabled();
-    while let Some(ix) = current {
+    while let Target::Node(at) = current {
+        let ix = at.index();
         let node = &program.nodes[ix];
         if cancel.is_cancelled() {
             result.status = Status::Interrupted;
@@ -117,7 +118,7 @@ pub async fn run_until(
         }
         steps += 1;
         visits[ix] += 1;
-        if ix == program.entry {
+        if at == program.entry {
             result.iterations += 1;
         }
         result.path.push(node.name.clone());
@@ -294,9 +295,13 @@ pub async fn run_until(
         };
         current = route.0;
         if tracing {
-            let to = route
-                .0
-                .map_or("END".to_string(), |t| program.nodes[t].name.clone());
+            let to = program
+                .topology
+                .name(match route.0 {
+                    Target::Node(n) => n,
+                    Target::End => program.topology.end,
+                })
+                .to_string();
             record(
                 delta,
                 Some(Route {
@@ -347,32 +352,27 @@ async fn observed<F: std::future::Future>(
     out
 }
 
-type Choice = (Option<usize>, Arm, Option<String>);
+type Choice = (Target, Arm, Option<String>);
 
 fn choose(node: &NodeProg, mirror: &Arc<Mirror>) -> Result<Choice, String> {
     match &node.edge {
         EdgeProg::Static(t) => Ok((*t, Arm::Named("static"), None)),
-        EdgeProg::Branch(arms) => {
+        EdgeProg::Branch { arms, otherwise } => {
             let scope = Scope::make(mirror, Vec::new());
-            for (i, (pred, t)) in arms.iter().enumerate() {
-                match pred {
-                    None => return Ok((*t, Arm::Named("else"), None)),
-                    Some(p) => {
-                        if p.test(&scope)
-                            .map_err(|e| format!("predicate `{}` of arm {i}: {e}", p.source))?
-                        {
-                            return Ok((*t, Arm::Index(i), Some(p.source.clone())));
-                        }
-                    }
+            for (i, (p, t)) in arms.iter().enumerate() {
+                if p.test(&scope)
+                    .map_err(|e| format!("predicate `{}` of arm {i}: {e}", p.source))?
+                {
+                    return Ok((*t, Arm::Index(i), Some(p.source.clone())));
                 }
             }
-            Err("no arm matched and there is no `else` arm".into())
+            Ok((*otherwise, Arm::Named("else"), None))
         }
     }
 }
 
 fn answer_of<'a>(program: &Program, state: &'a Value) -> Option<&'a str> {
-    let field = program.loaded.spec.output.answer.as_deref()?;
+    let field = program.spec.output.answer.as_deref()?;
     state
         .get(field)
         .and_then(Value::as_str)
@@ -386,7 +386,7 @@ fn finish(
     _last: Option<usize>,
     obs: &mut dyn Observer,
 ) -> RunResult {
-    let out = &program.loaded.spec.output;
+    let out = &program.spec.output;
     if matches!(result.status, Status::Generated | Status::Fallback) {
         result.answer = out
             .answer

@@ -110,9 +110,6 @@ pub enum StepError {
         /// The search's message.
         message: String,
     },
-    /// The node names a tool the spec does not define.
-    #[error("unknown tool `{0}`")]
-    UnknownTool(String),
     /// The node's tool was not opened.
     #[error("tool `{0}` is not open")]
     ToolNotOpen(String),
@@ -276,7 +273,7 @@ fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
 }
 
 pub(super) async fn exec(
-    program: &Program,
+    _program: &Program,
     node: &NodeProg,
     res: &Resources,
     mirror: &Arc<Mirror>,
@@ -305,18 +302,8 @@ pub(super) async fn exec(
             })?;
             Ok(documents_out(docs, node))
         }
-        Body::Tool { tool, query } => {
-            let spec = program
-                .loaded
-                .spec
-                .tools
-                .get(tool)
-                .ok_or_else(|| plain(StepError::UnknownTool(tool.clone())))?;
-            let top_k = match spec {
-                crate::spec::types::ToolSpec::Corpus { top_k, .. }
-                | crate::spec::types::ToolSpec::Searxng { top_k, .. }
-                | crate::spec::types::ToolSpec::Tavily { top_k, .. } => *top_k as usize,
-            };
+        Body::Tool { tool, query, top_k } => {
+            let top_k = *top_k;
             let q = render(query, &Scope::make(mirror, Vec::new()))
                 .map_err(|e| plain(StepError::Query(e)))?;
             let r = res

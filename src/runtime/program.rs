@@ -1,28 +1,54 @@
 //! A spec compiled for running: templates, expressions and schemas compiled once,
-//! node names turned into indices.
+//! from the texts validation read ([`Inputs`]), edge targets resolved to indices of
+//! the spec's [`Topology`]. Built by [`crate::compile`]; the runtime only reads it.
 use super::expr::{Compiled, Engine, EngineBuilder, Expr};
 use super::state::SchemaCheck;
-use crate::spec::source::Sources;
+use crate::graph::Topology;
 use crate::spec::types::{
-    Edge, LlmNode, ModelSpec, NodeSpec, Reducer, RetrieveNode, SchemaRef, TemplateSource, ToolNode,
+    LlmNode, ModelSpec, NodeSpec, Reducer, RetrieveNode, Spec, ToolNode, ToolSpec,
 };
 use crate::spec::LoadedSpec;
 use minijinja::Template;
+use petgraph::graph::NodeIndex;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Where an edge leads: a node index, or END (`None`).
-pub type Target = Option<usize>;
+/// Where an edge leads, resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A node of the topology (its index is the node's position in [`Program::nodes`]).
+    Node(NodeIndex),
+    /// The terminal `END`.
+    End,
+}
 
 /// A compiled outgoing edge.
 #[derive(Debug)]
 pub enum EdgeProg {
     /// Always to this target.
     Static(Target),
-    /// `when` arms in order; the arm without a predicate is `else`.
-    Branch(Vec<(Option<Expr>, Target)>),
+    /// `when` arms in order, then the `else` target (validation requires one, last).
+    Branch {
+        /// Predicate and target of each `when` arm, in order.
+        arms: Vec<(Expr, Target)>,
+        /// Where the edge leads when no predicate holds.
+        otherwise: Target,
+    },
+}
+
+/// The file contents a program is compiled from, as validation read them (each
+/// prompt and schema file is read and parsed once, by `validate`).
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// The state schema.
+    pub state_schema: Value,
+    /// Node name → its structured-output schema (nodes with `schema` only).
+    pub schemas: HashMap<String, Value>,
+    /// (node name, `"system"` or `"user"`) → the prompt template's text (inline or
+    /// from its file).
+    pub prompts: HashMap<(String, &'static str), Arc<str>>,
 }
 
 /// A compiled LLM call (an `llm` node, or each call of a `map` node).
@@ -115,6 +141,8 @@ pub enum Body {
         tool: String,
         /// Query template.
         query: Template<'static, 'static>,
+        /// Results per query (the tool's `top_k`).
+        top_k: usize,
     },
 }
 
@@ -143,8 +171,18 @@ pub struct NodeProg {
 /// A spec ready to run.
 #[derive(Debug)]
 pub struct Program {
-    /// The (merged) spec.
-    pub loaded: LoadedSpec,
+    /// The spec's name.
+    pub name: String,
+    /// The variant applied, if any.
+    pub variant: Option<String>,
+    /// The typed (merged, changed) spec: the models, retrievers and tools the
+    /// resources are opened from, the initial state and the output fields. The
+    /// runtime never reads prompts, schemas or edges from it: they are compiled here.
+    pub spec: Arc<Spec>,
+    /// The directory relative paths of the spec resolve against (its `root`).
+    pub root: PathBuf,
+    /// The graph the interpreter walks: [`Target::Node`] indices are its node indices.
+    pub topology: Arc<Topology>,
     /// The engine holding the templates.
     pub engine: Engine,
     /// The state schema.
@@ -153,67 +191,52 @@ pub struct Program {
     pub state_fields: Vec<String>,
     /// Nodes, in spec order.
     pub nodes: Vec<NodeProg>,
-    /// Entry node index.
-    pub entry: usize,
+    /// Entry node.
+    pub entry: NodeIndex,
     /// Global step limit.
     pub max_steps: u32,
 }
 
-fn template_text(loaded: &LoadedSpec, src: &TemplateSource) -> Result<String, String> {
-    match src {
-        TemplateSource::Inline(s) => Ok(s.clone()),
-        TemplateSource::File(f) => {
-            let path: PathBuf = loaded.resolve(&f.file, None).map_err(|d| d.message)?;
-            std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        }
-    }
-}
-
-fn load_schema(loaded: &LoadedSpec, sref: &SchemaRef, at: &[&str]) -> Result<Value, String> {
-    let mut sources = Sources::new();
-    crate::validate::load_schema(loaded, sref, at, &mut sources)
-        .map(|s| s.schema)
-        .map_err(|ds| {
-            ds.into_iter()
-                .map(|d| d.message)
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-}
-
 impl Program {
-    /// Compiles a loaded (and validated) spec.
+    /// Compiles a loaded and validated spec from the texts validation read.
+    ///
+    /// `topology` must be [`Topology::build`] of `loaded.spec`; `files` holds the
+    /// state schema, every node's output schema and every prompt's text.
     ///
     /// # Errors
-    /// A message naming the node or file at fault (a spec that passed `validate` does
-    /// not fail here unless files changed in between).
-    pub fn compile(loaded: &LoadedSpec) -> Result<Program, String> {
+    /// A message naming the node at fault: a template or expression that does not
+    /// compile, a missing input, an edge to an unknown node, a branch without `else`
+    /// (none of which a spec that passed `validate` has).
+    pub fn compile(
+        loaded: &LoadedSpec,
+        topology: Arc<Topology>,
+        files: &Inputs,
+    ) -> Result<Program, String> {
         let spec = &loaded.spec;
-        let index: HashMap<&str, usize> = spec
-            .nodes
-            .keys()
-            .enumerate()
-            .map(|(i, k)| (k.as_str(), i))
-            .collect();
         let target = |name: &str, from: &str| -> Result<Target, String> {
-            if name == "END" {
-                return Ok(None);
+            match topology.target(name) {
+                Some(ix) if ix == topology.end => Ok(Target::End),
+                Some(ix) => Ok(Target::Node(ix)),
+                None => Err(format!(
+                    "edge of node `{from}` leads to unknown node `{name}`"
+                )),
             }
-            index
-                .get(name)
-                .copied()
-                .map(Some)
-                .ok_or_else(|| format!("edge of node `{from}` leads to unknown node `{name}`"))
         };
-        let state_schema = load_schema(loaded, &spec.state.schema, &["state", "schema"])?;
+        let state_schema = &files.state_schema;
         let state_check =
-            SchemaCheck::new(&state_schema).map_err(|e| format!("state schema: {e}"))?;
+            SchemaCheck::new(state_schema).map_err(|e| format!("state schema: {e}"))?;
         let state_fields = state_schema
             .get("properties")
             .and_then(Value::as_object)
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
+        let prompt = |name: &str, part: &'static str| -> Result<String, String> {
+            files
+                .prompts
+                .get(&(name.to_string(), part))
+                .map(|t| t.to_string())
+                .ok_or_else(|| format!("node `{name}`: {part} prompt was not loaded"))
+        };
 
         // Templates first: the environment is frozen before expressions compile.
         let mut builder = EngineBuilder::default();
@@ -228,14 +251,10 @@ impl Program {
                     add(&mut builder, "query", query.clone())?
                 }
                 NodeSpec::Llm(l) | NodeSpec::Map(l) => {
-                    if let Some(s) = &l.prompt.system {
-                        let text = template_text(loaded, s)
-                            .map_err(|e| format!("node `{name}`: system prompt: {e}"))?;
-                        add(&mut builder, "system", text)?;
+                    if l.prompt.system.is_some() {
+                        add(&mut builder, "system", prompt(name, "system")?)?;
                     }
-                    let text = template_text(loaded, &l.prompt.user)
-                        .map_err(|e| format!("node `{name}`: user prompt: {e}"))?;
-                    add(&mut builder, "user", text)?;
+                    add(&mut builder, "user", prompt(name, "user")?)?;
                 }
                 NodeSpec::Update(_) => {}
             }
@@ -268,9 +287,12 @@ impl Program {
                     })
                     .collect::<Result<Vec<_>, String>>()?;
                 let schema = match &l.schema {
-                    Some(sref) => {
-                        let v = load_schema(loaded, sref, &["nodes", name, "schema"])
-                            .map_err(in_node)?;
+                    Some(_) => {
+                        let v = files
+                            .schemas
+                            .get(name)
+                            .cloned()
+                            .ok_or_else(|| in_node("schema was not loaded".into()))?;
                         let check =
                             SchemaCheck::new(&v).map_err(|e| in_node(format!("schema: {e}")))?;
                         Some((Arc::new(v), check))
@@ -328,6 +350,14 @@ impl Program {
                 NodeSpec::Tool(ToolNode { tool, .. }) => Body::Tool {
                     tool: tool.clone(),
                     query: tpl(name, "query")?,
+                    top_k: match spec.tools.get(tool) {
+                        Some(
+                            ToolSpec::Corpus { top_k, .. }
+                            | ToolSpec::Searxng { top_k, .. }
+                            | ToolSpec::Tavily { top_k, .. },
+                        ) => *top_k as usize,
+                        None => return Err(in_node(format!("unknown tool `{tool}`"))),
+                    },
                 },
             };
             let update = node
@@ -341,27 +371,33 @@ impl Program {
                         .map_err(|e| in_node(format!("update `{field}`: {e}")))
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-            let edge = match spec.edges.get(name) {
-                None => return Err(in_node("no outgoing edge".into())),
-                Some(Edge::Static(to)) => EdgeProg::Static(target(to, name)?),
-                Some(Edge::Branch(arms)) => {
-                    let mut out = Vec::with_capacity(arms.len());
-                    for arm in arms {
-                        match (&arm.when, &arm.to, &arm.otherwise) {
-                            (Some(w), Some(to), None) => out.push((
-                                Some(engine.expr(w).map_err(|e| in_node(format!("edge: {e}")))?),
-                                target(to, name)?,
-                            )),
-                            (None, None, Some(to)) => out.push((None, target(to, name)?)),
-                            _ => {
-                                return Err(in_node(
-                                    "an edge arm needs `when` and `to`, or `else`".into(),
-                                ))
-                            }
-                        }
-                    }
-                    EdgeProg::Branch(out)
+            let edge = spec
+                .edges
+                .get(name)
+                .ok_or_else(|| in_node("no outgoing edge".into()))?;
+            let mut arms = Vec::new();
+            let mut otherwise = None;
+            for arm in edge.arms() {
+                let to = target(arm.to, name)?;
+                match arm.when {
+                    None => otherwise = Some(to),
+                    Some(w) => arms.push((
+                        engine.expr(w).map_err(|e| in_node(format!("edge: {e}")))?,
+                        to,
+                    )),
                 }
+            }
+            let edge = match (arms.is_empty(), otherwise, edge) {
+                (true, Some(to), crate::spec::types::Edge::Static(_)) => EdgeProg::Static(to),
+                (_, Some(otherwise), crate::spec::types::Edge::Branch(list))
+                    if list.len() == arms.len() + 1 =>
+                {
+                    EdgeProg::Branch { arms, otherwise }
+                }
+                _ => return Err(in_node(
+                    "an edge arm needs `when` and `to`, or `else`, and the branch ends with `else`"
+                        .into(),
+                )),
             };
             let output_in_exprs = update.iter().any(|(_, _, c)| {
                 c.needs_scope()
@@ -379,11 +415,15 @@ impl Program {
                 output_in_exprs,
             });
         }
-        let entry = *index
-            .get(spec.entry.as_str())
+        let entry = topology
+            .entry
             .ok_or_else(|| format!("entry node `{}` does not exist", spec.entry))?;
         Ok(Program {
-            loaded: loaded.clone(),
+            name: spec.name.clone(),
+            variant: loaded.variant.clone(),
+            spec: Arc::new(spec.clone()),
+            root: loaded.root.clone(),
+            topology,
             engine,
             state_check,
             state_fields,
@@ -395,12 +435,17 @@ impl Program {
 
     /// The spec's name.
     pub fn name(&self) -> &str {
-        &self.loaded.spec.name
+        &self.name
     }
 
     /// The variant applied, if any.
     pub fn variant(&self) -> Option<&str> {
-        self.loaded.variant.as_deref()
+        self.variant.as_deref()
+    }
+
+    /// The compiled node at an index of the topology (`None` for END).
+    pub fn node(&self, ix: NodeIndex) -> Option<&NodeProg> {
+        self.nodes.get(ix.index())
     }
 
     /// Checks `--set FIELD=VALUE` values before anything runs: each field must be a
@@ -427,7 +472,7 @@ impl Program {
             return Ok(());
         }
         let state = Value::Object(super::state::initial_state(
-            &self.loaded.spec.state.initial,
+            &self.spec.state.initial,
             None,
             sets,
         ));

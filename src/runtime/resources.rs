@@ -78,8 +78,8 @@ impl Resources {
     /// missing API keys are checked first, before any corpus is opened (see
     /// [`crate::providers::registry::missing_keys`]).
     pub fn prepare(program: &super::Program, opts: ResourceOptions) -> Result<Resources, String> {
-        let spec = &program.loaded.spec;
-        let root = &program.loaded.root;
+        let spec = &program.spec;
+        let root = &program.root;
         let mut res = Resources::default();
         let mut first_index: Option<Arc<Index>> = None;
         // Replayed models need no key; tools and embedders read theirs when opened.

@@ -524,6 +524,75 @@ pub struct Arm {
     pub otherwise: Option<String>,
 }
 
+impl Arm {
+    /// The arm's predicate and target when it has one of the two legal shapes:
+    /// `{when, to}` gives `(Some(when), to)`, `{else}` gives `(None, else)`; any other
+    /// shape (`validate` reports E051) gives `None`.
+    pub fn shape(&self) -> Option<(Option<&str>, &str)> {
+        match (&self.when, &self.to, &self.otherwise) {
+            (Some(w), Some(to), None) => Some((Some(w.as_str()), to.as_str())),
+            (None, None, Some(to)) => Some((None, to.as_str())),
+            _ => None,
+        }
+    }
+}
+
+/// One way out of a node, as the graph and the runtime see an [`Edge`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeArm<'a> {
+    /// Position in the branch list; `None` for a static edge.
+    pub index: Option<usize>,
+    /// The predicate of a `when` arm; `None` for a static edge and the `else` arm.
+    pub when: Option<&'a str>,
+    /// The target: a node name or `END`.
+    pub to: &'a str,
+}
+
+impl EdgeArm<'_> {
+    /// True for the `else` arm of a branch.
+    pub fn is_else(&self) -> bool {
+        self.index.is_some() && self.when.is_none()
+    }
+
+    /// The key holding the target in the spec: `to` or `else` (`None` for a static edge,
+    /// whose target is the edge's value itself).
+    pub fn key(&self) -> Option<&'static str> {
+        match (self.index, self.when) {
+            (None, _) => None,
+            (Some(_), Some(_)) => Some("to"),
+            (Some(_), None) => Some("else"),
+        }
+    }
+}
+
+impl Edge {
+    /// The edge's arms in order: a static edge is one arm without position or
+    /// predicate; a branch yields its `{when, to}` and `{else}` arms with their
+    /// positions. Arms of another shape are skipped (see [`Arm::shape`]).
+    pub fn arms(&self) -> impl Iterator<Item = EdgeArm<'_>> {
+        let (single, list) = match self {
+            Edge::Static(to) => (
+                Some(EdgeArm {
+                    index: None,
+                    when: None,
+                    to: to.as_str(),
+                }),
+                &[][..],
+            ),
+            Edge::Branch(arms) => (None, arms.as_slice()),
+        };
+        single
+            .into_iter()
+            .chain(list.iter().enumerate().filter_map(|(i, a)| {
+                a.shape().map(|(when, to)| EdgeArm {
+                    index: Some(i),
+                    when,
+                    to,
+                })
+            }))
+    }
+}
+
 /// A variant: an overlay on the spec.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -16,10 +16,12 @@ pub use schemas::{load_schema, LoadedSchema};
 
 use crate::diag::{sort_dedup, Diagnostic};
 use crate::spec::source::Sources;
+use crate::spec::types::{SchemaRef, TemplateSource};
 use crate::spec::{load_spec, load_spec_str, overlay, LoadedSpec};
 use indexmap::IndexMap;
 use serde_json::Value;
 use std::path::Path;
+use std::sync::Arc;
 
 /// What to check besides the spec's own files.
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,20 +64,46 @@ fn finish(
     sources: &mut Sources,
     opts: &Options,
 ) -> Outcome {
-    let loaded = match loaded {
-        Ok(l) => l,
+    match loaded {
+        Ok(l) => {
+            let checked = check_variants(l, sources, opts);
+            Outcome {
+                spec: Some(checked.base),
+                diagnostics: checked.diagnostics,
+            }
+        }
         Err(mut diagnostics) => {
             sort_dedup(&mut diagnostics);
-            return Outcome {
+            Outcome {
                 spec: None,
                 diagnostics,
-            };
+            }
         }
-    };
+    }
+}
+
+/// A loaded spec checked with each of its variants, and the variants' merged specs.
+#[derive(Debug)]
+pub struct Checked {
+    /// The base spec.
+    pub base: LoadedSpec,
+    /// Each variant's merged spec ([`overlay::apply`]), in declaration order, with
+    /// `variant` set; a variant whose overlay failed is left out (its faults are in
+    /// `diagnostics`).
+    pub variants: Vec<(String, LoadedSpec)>,
+    /// Every finding, sorted by place, base spec and variants together (a fault of
+    /// the base spec that every variant repeats is kept once).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Runs [`check`] once on the base spec and once on each variant's merged spec,
+/// keeping the merged specs (what [`validate_file`] does after loading).
+pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options) -> Checked {
     let mut diagnostics = check(&loaded, sources, opts);
+    let mut variants = Vec::with_capacity(loaded.spec.variants.len());
     for name in loaded.spec.variants.keys() {
         match overlay::apply(&loaded, name) {
-            Ok(merged) => {
+            Ok(mut merged) => {
                 // Where the variant changes the spec, to point at from faults that
                 // show up in base lines.
                 let block = loaded.span(&["variants", name]);
@@ -105,6 +133,8 @@ fn finish(
                     }
                     diagnostics.push(d);
                 }
+                merged.variant = Some(name.clone());
+                variants.push((name.clone(), merged));
             }
             Err(ds) => diagnostics.extend(ds),
         }
@@ -118,9 +148,51 @@ fn finish(
     diagnostics
         .retain(|d| d.variant.is_none() || !base.contains(&(d.code, d.span, d.message.clone())));
     sort_dedup(&mut diagnostics);
-    Outcome {
-        spec: Some(loaded),
+    Checked {
+        base: loaded,
+        variants,
         diagnostics,
+    }
+}
+
+/// The value of a schema [`check`] accepted: an inline schema as written, a file's
+/// as [`load_schema`] parsed it (the file is neither read nor parsed again when
+/// `sources` already holds it).
+///
+/// # Errors
+/// As [`load_schema`] for a file not checked yet.
+pub fn schema_value(
+    ls: &LoadedSpec,
+    sref: &SchemaRef,
+    at: &[&str],
+    sources: &mut Sources,
+) -> Result<Value, Vec<Diagnostic>> {
+    match sref {
+        SchemaRef::Inline(map) => Ok(Value::Object(map.clone())),
+        SchemaRef::File(_) => load_schema(ls, sref, at, sources).map(|s| s.schema),
+    }
+}
+
+/// The text of a prompt template: inline as written, a file's from `sources` (read
+/// when `sources` does not hold it yet). `at` is the spec path of the prompt
+/// (e.g. `["nodes", "grade", "prompt", "user"]`).
+///
+/// # Errors
+/// Path, existence and text diagnostics of a file not read yet.
+pub fn prompt_text(
+    ls: &LoadedSpec,
+    src: &TemplateSource,
+    at: &[&str],
+    sources: &mut Sources,
+) -> Result<Arc<str>, Diagnostic> {
+    match src {
+        TemplateSource::Inline(text) => Ok(Arc::from(text.as_str())),
+        TemplateSource::File(f) => {
+            let mut file_at = at.to_vec();
+            file_at.push("file");
+            let id = templates::load_template_file(ls, &f.file, ls.span(&file_at), sources)?;
+            Ok(Arc::clone(&sources.get(id).text))
+        }
     }
 }
 
@@ -132,8 +204,17 @@ pub(crate) struct StateInfo {
     pub known: bool,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times [`check`] ran on this thread (tests count the checks a command
+    /// makes: one per variant).
+    pub(crate) static CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Runs every check on one (base or merged) spec.
 pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
+    #[cfg(test)]
+    CHECKS.with(|c| c.set(c.get() + 1));
     let mut diags = Vec::new();
     let refs_ok = refs::check(spec, opts, &mut diags);
     models::check(spec, &mut diags);

@@ -16,9 +16,10 @@
 mod embeddings;
 
 use crate::providers_support::{project, rt, run_async, Project, GRADE_SCHEMA};
+use ragloop::compile::load_program;
 use ragloop::providers::openai::OpenAiProvider;
 use ragloop::providers::{LlmRequest, Message, Provider};
-use ragloop::runtime::{load_program, Status};
+use ragloop::runtime::Status;
 use ragloop::spec::types::ModelSpec;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

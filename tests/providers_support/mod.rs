@@ -1,9 +1,8 @@
 //! Helpers shared by the provider tests: a one-node spec pointed at a wiremock
 //! server on 127.0.0.1, runs through the library, and mock responders.
 #![allow(dead_code)]
-use ragloop::runtime::{
-    load_program, run, NoTrace, Program, ResourceOptions, Resources, RunInput, RunResult,
-};
+use ragloop::compile::load_program;
+use ragloop::runtime::{run, NoTrace, Program, ResourceOptions, Resources, RunInput, RunResult};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

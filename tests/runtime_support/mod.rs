@@ -1,11 +1,12 @@
 //! Helpers shared by the runtime tests: small specs in a temp dir, scripted resources.
 #![allow(dead_code)]
+use ragloop::compile::load_program;
 use ragloop::providers::scripted::ScriptedProvider;
 use ragloop::providers::Provider;
 use ragloop::retrieval::Document;
 use ragloop::runtime::{
-    load_program, run, NoTrace, Observer, Program, ResourceOptions, Resources, Retriever, RunInput,
-    RunResult, ScriptedRetriever,
+    run, NoTrace, Observer, Program, ResourceOptions, Resources, Retriever, RunInput, RunResult,
+    ScriptedRetriever,
 };
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -69,10 +70,10 @@ pub fn run_scripted(
 ) -> RunResult {
     let retriever: Arc<dyn Retriever> = Arc::new(ScriptedRetriever::new(retrieval));
     let mut opts = ResourceOptions::default();
-    for name in program.loaded.spec.retrievers.keys() {
+    for name in program.spec.retrievers.keys() {
         opts.retrievers.insert(name.clone(), Arc::clone(&retriever));
     }
-    for name in program.loaded.spec.models.keys() {
+    for name in program.spec.models.keys() {
         opts.providers
             .insert(name.clone(), Arc::clone(&provider) as Arc<dyn Provider>);
     }

@@ -3,7 +3,7 @@
 //!
 //! 1. `--override PATH=VALUE`, each in the order given, with a variant's `set` rules
 //!    ([`crate::spec::overlay::apply_overrides`]);
-//! 2. `--model NAME=PROVIDER[:MODEL][@BASE_URL]` ([`super::apply_model_override`]);
+//! 2. `--model NAME=PROVIDER[:MODEL][@BASE_URL]` ([`apply_model_override`]);
 //! 3. `--timeout SECS` and `--retries N`: the per-attempt timeout and the retries of
 //!    every network call of the run, whatever the spec says: every model's
 //!    `timeout_secs`/`retries` (chat models and embedding models alike) and every
@@ -11,7 +11,10 @@
 //!
 //! The changed spec is validated again before anything runs; a fault it has is the
 //! overrides' fault, so it is a usage error naming them.
+use crate::spec::types::Provider as ProviderKind;
 use crate::spec::types::{Spec, ToolSpec};
+use crate::spec::LoadedSpec;
+use serde_json::Value;
 
 /// The bounds of `--timeout`, in seconds: those of a spec's `timeout_secs`.
 pub use crate::spec::types::{MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
@@ -122,6 +125,103 @@ pub fn apply_call_policy(spec: &mut Spec, timeout_secs: Option<f64>, retries: Op
             ToolSpec::Corpus { .. } => {}
         }
     }
+}
+
+/// Applies `--model NAME=PROVIDER[:MODEL][@BASE_URL]` to a loaded spec.
+///
+/// Only the provider, the model name and the base URL change; every other setting
+/// of the model (`structured_output`, `temperature`, `max_tokens`, `timeout_secs`,
+/// `retries`, limits, `price`) is kept.
+///
+/// - `PROVIDER` replaces the model's provider; when it changes, the model's
+///   `params`, `base_url` and `api_key_env` are dropped (they belong to the server
+///   they were written for);
+/// - `:MODEL` replaces the model name (everything after the first `:`, so Ollama
+///   tags such as `llama3.1:8b` work);
+/// - `@BASE_URL` (an `http://` or `https://` address) replaces `base_url`, e.g.
+///   `--model grader=openai:qwen2.5:7b@http://localhost:11434/v1`. When it points
+///   to another host (or port) than the model's, `api_key_env` is dropped too: a key
+///   is never sent to a host the spec did not name it for (the new host gets no key;
+///   name one in a variant or the YAML).
+///
+/// # Errors
+/// A usage message for a malformed argument, an unknown model or provider, a
+/// `@` suffix that is not an http(s) URL.
+pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), String> {
+    let (name, rest) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL][@BASE_URL]"))?;
+    let (rest, base_url) = match rest.find("@http://").or_else(|| rest.find("@https://")) {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None if rest.contains('@') => {
+            return Err(format!(
+                "`--model {arg}`: the part after `@` must be an http:// or https:// base URL"
+            ))
+        }
+        None => (rest, None),
+    };
+    if let Some(b) = base_url {
+        crate::providers::openai::endpoint(name, Some(b))
+            .map_err(|e| format!("`--model {arg}`: {e}"))?;
+    }
+    let (prov, model) = match rest.split_once(':') {
+        Some((p, m)) => (p, Some(m)),
+        None => (rest, None),
+    };
+    let kind: ProviderKind =
+        serde_json::from_value(Value::String(prov.to_string())).map_err(|_| {
+            format!(
+                "`--model {arg}`: unknown provider `{prov}` (expected {})",
+                crate::providers::kind_names()
+            )
+        })?;
+    let known: Vec<String> = loaded.spec.models.keys().cloned().collect();
+    let m = loaded.spec.models.get_mut(name).ok_or_else(|| {
+        format!(
+            "`--model {arg}`: the spec has no model `{name}` (models: {})",
+            known.join(", ")
+        )
+    })?;
+    if m.provider != kind {
+        // These belong to the provider they were written for.
+        m.params.clear();
+        m.base_url = None;
+        m.api_key_env = None;
+    }
+    m.provider = kind;
+    if let Some(model) = model.filter(|m| !m.is_empty()) {
+        m.model = Some(model.to_string());
+    }
+    if crate::providers::kind(kind).network.is_some()
+        && m.model.as_deref().is_none_or(|s| s.trim().is_empty())
+    {
+        return Err(format!(
+            "`--model {arg}`: provider {prov} needs a model name: --model {name}={prov}:MODEL"
+        ));
+    }
+    if let Some(b) = base_url {
+        // The spec's key was named for its host: never send it to another one.
+        if m.api_key_env.is_some() && host_of(m.base_url.as_deref(), kind) != host_of(Some(b), kind)
+        {
+            m.api_key_env = None;
+        }
+        m.base_url = Some(b.to_string());
+    }
+    Ok(())
+}
+
+/// The host and port a model's requests go to (`None` base URL: the provider's
+/// official API).
+fn host_of(base_url: Option<&str>, kind: ProviderKind) -> Option<(String, Option<u16>)> {
+    let base = base_url.unwrap_or(match crate::providers::kind(kind).network {
+        Some(n) => n.default_base_url,
+        None => crate::providers::openai::DEFAULT_BASE_URL,
+    });
+    let u = reqwest::Url::parse(base.trim()).ok()?;
+    Some((
+        u.host_str()?.to_ascii_lowercase(),
+        u.port_or_known_default(),
+    ))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 /// when both exist), through symlinks (dangling ones included: their target is
 /// followed), and when a file does not exist yet (the longest existing ancestor is
 /// resolved, `.` and `..` applied to the rest).
-pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -17,10 +17,7 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// The first of `inputs` that writing `output` would overwrite.
-pub(crate) fn clobbers<'a>(
-    output: &Path,
-    inputs: impl IntoIterator<Item = &'a Path>,
-) -> Option<&'a Path> {
+pub fn clobbers<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Option<&'a Path> {
     inputs.into_iter().find(|p| same_file(output, p))
 }
 

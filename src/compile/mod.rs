@@ -1,0 +1,525 @@
+//! Spec files → a validated, compiled value, once.
+//!
+//! Modelled on Vector's config compiler (a lenient loaded spec becomes a strict value
+//! in one pass): [`compile`] loads the spec, runs every check of [`crate::validate`]
+//! exactly once on the base spec and once on each variant's merged spec, and keeps,
+//! per variant, the merged spec, its [`Topology`] and (built on first use, from the
+//! prompt and schema texts validation read) its [`Program`]. `ragloop validate`,
+//! `graph`, `run` and `eval` all start here; the runtime never sees a spec that did
+//! not pass.
+//!
+//! Command-line changes ([`SpecOverrides`]) are applied to one variant's merged spec
+//! by [`CompiledSpec::program_with`]: only the changed spec is checked again (files the
+//! checks already read and parsed are taken from [`CompiledSpec::sources`]), and a fault
+//! it has then is the changes' fault (a usage error naming them).
+pub mod overrides;
+
+pub use overrides::{apply_model_override, SpecOverrides};
+
+use crate::diag::render::{self, Format};
+use crate::diag::Diagnostic;
+use crate::graph::Topology;
+use crate::runtime::program::{Inputs, Program};
+use crate::spec::source::Sources;
+use crate::spec::{load_spec, overlay, LoadedSpec};
+use crate::validate;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What [`compile`] checks besides the spec's own files.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CompileOptions {
+    /// Skip checks of the environment (corpus directories exist). `run` and `eval`
+    /// set it: they check corpora when resources open, since `--corpus` may replace them.
+    pub no_environment: bool,
+}
+
+/// The spec does not validate (or does not load).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct CompileError {
+    /// Every finding (errors and warnings), sorted by place, base spec and variants
+    /// together.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The files read, to render the diagnostics with.
+    pub sources: Sources,
+    /// The variant names the spec declares (empty when it did not load).
+    pub variant_names: Vec<String>,
+}
+
+impl CompileError {
+    /// The errors, rendered as human text (what `run` and `eval` print).
+    pub fn render(&self) -> String {
+        let errors: Vec<Diagnostic> = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .cloned()
+            .collect();
+        render::render(&errors, &self.sources, Format::Human)
+    }
+}
+
+/// Why a program could not be made from a compiled spec.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The spec does not validate; the diagnostics are rendered as human text.
+    #[error("{0}")]
+    Invalid(String),
+    /// A bad argument (unknown variant or model, malformed override, a change that
+    /// makes the spec invalid).
+    #[error("{0}")]
+    Usage(String),
+    /// The spec validated but could not be compiled.
+    #[error("{0}")]
+    Compile(String),
+}
+
+impl From<CompileError> for LoadError {
+    fn from(e: CompileError) -> Self {
+        LoadError::Invalid(e.render())
+    }
+}
+
+/// One variant of a compiled spec (or the base spec).
+#[derive(Debug)]
+pub struct Unit {
+    /// `None` for the base spec, else the variant's name.
+    pub variant: Option<String>,
+    /// The merged spec (`variant` set).
+    pub spec: LoadedSpec,
+    /// Its topology: what `graph` draws and the runtime walks.
+    pub topology: Arc<Topology>,
+    /// The compiled program, once [`CompiledSpec::program`] built it.
+    program: Option<Arc<Program>>,
+}
+
+/// A spec that passed every check, base spec and every variant.
+#[derive(Debug)]
+pub struct CompiledSpec {
+    /// The spec file.
+    pub path: PathBuf,
+    /// Every file read (spec, prompts, schemas), with parse results memoized.
+    pub sources: Sources,
+    /// The warnings (a compiled spec has no error).
+    pub diagnostics: Vec<Diagnostic>,
+    /// The base spec first, then each variant in declaration order.
+    pub units: Vec<Unit>,
+    /// Every file a run of the spec reads, as canonical paths: the spec, and the
+    /// prompts, schemas and fixtures of the base spec and of every variant (and of
+    /// every spec [`CompiledSpec::program_with`] changed). For refusing output paths that
+    /// would overwrite an input.
+    pub files: Vec<PathBuf>,
+}
+
+/// Loads and checks the spec at `path` (base and every variant, each checked once).
+///
+/// # Errors
+/// [`CompileError`] with every finding when the spec does not load or has an error.
+pub fn compile(path: &Path, opts: &CompileOptions) -> Result<CompiledSpec, CompileError> {
+    compile_in(path, opts, Sources::new())
+}
+
+/// [`compile`] adding the files read to `sources` (given back in [`CompiledSpec::sources`]
+/// or [`CompileError::sources`]), so the diagnostics of several specs render together.
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_in(
+    path: &Path,
+    opts: &CompileOptions,
+    mut sources: Sources,
+) -> Result<CompiledSpec, CompileError> {
+    let vopts = validate::Options {
+        no_environment: opts.no_environment,
+    };
+    let loaded = match load_spec(path, &mut sources) {
+        Ok(l) => l,
+        Err(mut diagnostics) => {
+            crate::diag::sort_dedup(&mut diagnostics);
+            return Err(CompileError {
+                diagnostics,
+                sources,
+                variant_names: Vec::new(),
+            });
+        }
+    };
+    let checked = validate::check_variants(loaded, &mut sources, &vopts);
+    if checked.diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(CompileError {
+            diagnostics: checked.diagnostics,
+            variant_names: checked.base.spec.variants.keys().cloned().collect(),
+            sources,
+        });
+    }
+    let mut files = checked.base.input_files();
+    let mut units = Vec::with_capacity(checked.variants.len() + 1);
+    for (variant, spec) in std::iter::once((None, checked.base))
+        .chain(checked.variants.into_iter().map(|(n, s)| (Some(n), s)))
+    {
+        for f in spec.input_files() {
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+        units.push(Unit {
+            variant,
+            topology: Arc::new(Topology::build(&spec.spec)),
+            spec,
+            program: None,
+        });
+    }
+    Ok(CompiledSpec {
+        path: path.to_path_buf(),
+        sources,
+        diagnostics: checked.diagnostics,
+        units,
+        files,
+    })
+}
+
+impl CompiledSpec {
+    /// The base spec.
+    pub fn base(&self) -> &Unit {
+        &self.units[0]
+    }
+
+    /// The base spec (`None`) or a variant, if the spec defines it.
+    pub fn unit(&self, variant: Option<&str>) -> Option<&Unit> {
+        self.units.iter().find(|u| u.variant.as_deref() == variant)
+    }
+
+    /// The variant names, in declaration order (the base spec not included).
+    pub fn variant_names(&self) -> impl Iterator<Item = &str> {
+        self.units.iter().filter_map(|u| u.variant.as_deref())
+    }
+
+    /// The program of the base spec (`None`) or a variant, compiled on first use.
+    ///
+    /// # Errors
+    /// [`LoadError::Usage`] for an unknown variant (the message lists the known
+    /// ones); [`LoadError::Compile`].
+    pub fn program(&mut self, variant: Option<&str>) -> Result<Arc<Program>, LoadError> {
+        self.program_with(variant, &SpecOverrides::default())
+    }
+
+    /// The program of a variant with command-line changes applied in the order
+    /// [`overrides`] documents. Without changes, the cached program of
+    /// [`CompiledSpec::program`]; with changes, the changed spec is checked again (only
+    /// it: the base and other variants passed already) and compiled afresh.
+    ///
+    /// # Errors
+    /// [`LoadError::Usage`] for an unknown variant, a malformed change, an override
+    /// path that does not exist, or a change that makes the spec invalid (the message
+    /// names the flags and holds the rendered diagnostics); [`LoadError::Compile`].
+    pub fn program_with(
+        &mut self,
+        variant: Option<&str>,
+        changes: &SpecOverrides,
+    ) -> Result<Arc<Program>, LoadError> {
+        let Some(at) = self
+            .units
+            .iter()
+            .position(|u| u.variant.as_deref() == variant)
+        else {
+            let names: Vec<&str> = self.variant_names().collect();
+            return Err(LoadError::Usage(format!(
+                "unknown variant `{}`; {} defines: {}",
+                variant.unwrap_or_default(),
+                self.path.display(),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        };
+        if changes.is_empty() {
+            if let Some(p) = &self.units[at].program {
+                return Ok(Arc::clone(p));
+            }
+            let unit = &self.units[at];
+            let program = Arc::new(build(
+                &unit.spec,
+                Arc::clone(&unit.topology),
+                &mut self.sources,
+            )?);
+            self.units[at].program = Some(Arc::clone(&program));
+            return Ok(program);
+        }
+        let changed = self.apply(at, changes)?;
+        for f in changed.input_files() {
+            if !self.files.contains(&f) {
+                self.files.push(f);
+            }
+        }
+        let topology = Arc::new(Topology::build(&changed.spec));
+        Ok(Arc::new(build(&changed, topology, &mut self.sources)?))
+    }
+
+    /// A variant's merged spec with `changes` applied and checked.
+    fn apply(&mut self, at: usize, changes: &SpecOverrides) -> Result<LoadedSpec, LoadError> {
+        let sources = &mut self.sources;
+        let mut loaded = self.units[at].spec.clone();
+        if !changes.set.is_empty() {
+            let parsed = changes
+                .set
+                .iter()
+                .map(|a| overlay::parse_override(a, sources))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(LoadError::Usage)?;
+            loaded = overlay::apply_overrides(&loaded, &parsed).map_err(|e| match e {
+                overlay::OverrideError::Path(m) => LoadError::Usage(m),
+                overlay::OverrideError::Invalid(ds) => LoadError::Usage(invalid_after(
+                    changes,
+                    &render::render(&ds, sources, Format::Human),
+                )),
+            })?;
+        }
+        for m in &changes.models {
+            apply_model_override(&mut loaded, m).map_err(LoadError::Usage)?;
+        }
+        overrides::apply_call_policy(&mut loaded.spec, changes.timeout_secs, changes.retries);
+        // A change can make a spec invalid (an offline model on a node without a
+        // task, a schema file that does not exist, ...): check it again before
+        // anything runs. Files already checked come from `sources`.
+        let opts = validate::Options {
+            no_environment: true,
+        };
+        let errors: Vec<Diagnostic> = validate::check(&loaded, sources, &opts)
+            .into_iter()
+            .filter(|d| d.is_error())
+            .collect();
+        if !errors.is_empty() {
+            // The spec validated before: the changes are at fault (a usage error).
+            let text = render::render(&errors, sources, Format::Human);
+            return Err(LoadError::Usage(invalid_after(changes, &text)));
+        }
+        Ok(loaded)
+    }
+}
+
+/// `--override ... --model ... makes the spec invalid:` and the diagnostics.
+fn invalid_after(changes: &SpecOverrides, diagnostics: &str) -> String {
+    format!(
+        "{} makes the spec invalid:\n{}",
+        changes.flags(),
+        diagnostics.trim_end()
+    )
+}
+
+/// Compiles a checked spec into a program from the texts in `sources` (read there
+/// by the checks; nothing is read again).
+fn build(
+    loaded: &LoadedSpec,
+    topology: Arc<Topology>,
+    sources: &mut Sources,
+) -> Result<Program, LoadError> {
+    let fault = |ds: Vec<Diagnostic>| {
+        LoadError::Compile(
+            ds.into_iter()
+                .map(|d| d.message)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    };
+    let spec = &loaded.spec;
+    let mut inputs = Inputs {
+        state_schema: validate::schema_value(
+            loaded,
+            &spec.state.schema,
+            &["state", "schema"],
+            sources,
+        )
+        .map_err(fault)?,
+        ..Inputs::default()
+    };
+    for (name, node) in &spec.nodes {
+        let Some(call) = node.llm() else { continue };
+        if let Some(sref) = &call.schema {
+            let v = validate::schema_value(loaded, sref, &["nodes", name, "schema"], sources)
+                .map_err(|ds| fault(ds).in_node(name))?;
+            inputs.schemas.insert(name.clone(), v);
+        }
+        let parts = [
+            ("user", Some(&call.prompt.user)),
+            ("system", call.prompt.system.as_ref()),
+        ];
+        for (part, src) in parts {
+            let Some(src) = src else { continue };
+            let text =
+                validate::prompt_text(loaded, src, &["nodes", name, "prompt", part], sources)
+                    .map_err(|d| {
+                        LoadError::Compile(format!("node `{name}`: {part} prompt: {}", d.message))
+                    })?;
+            inputs.prompts.insert((name.clone(), part), text);
+        }
+    }
+    Program::compile(loaded, topology, &inputs).map_err(LoadError::Compile)
+}
+
+impl LoadError {
+    fn in_node(self, name: &str) -> LoadError {
+        match self {
+            LoadError::Compile(m) => LoadError::Compile(format!("node `{name}`: {m}")),
+            other => other,
+        }
+    }
+}
+
+/// Loads, validates and compiles a spec: the variant (if any) is applied, then the
+/// model overrides (a thin wrapper over [`compile`] and [`CompiledSpec::program_with`]
+/// for tests, benches and examples).
+///
+/// # Errors
+/// [`LoadError::Invalid`] with rendered diagnostics, [`LoadError::Usage`] for an
+/// unknown variant or bad override, [`LoadError::Compile`].
+pub fn load_program(
+    path: &Path,
+    variant: Option<&str>,
+    models: &[String],
+) -> Result<Program, LoadError> {
+    let changes = SpecOverrides {
+        models: models.to_vec(),
+        ..SpecOverrides::default()
+    };
+    load_program_with(path, variant, &changes)
+}
+
+/// [`load_program`] with every command-line change (see [`CompiledSpec::program_with`]).
+///
+/// # Errors
+/// As [`CompiledSpec::program_with`], and [`LoadError::Invalid`] when the spec itself
+/// does not validate.
+pub fn load_program_with(
+    path: &Path,
+    variant: Option<&str>,
+    changes: &SpecOverrides,
+) -> Result<Program, LoadError> {
+    let mut compiled = compile(
+        path,
+        &CompileOptions {
+            no_environment: true,
+        },
+    )?;
+    let program = compiled.program_with(variant, changes)?;
+    drop(compiled);
+    Arc::try_unwrap(program).map_err(|_| LoadError::Compile("the program is shared".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::CHECKS;
+
+    fn crag_ab() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs/crag-ab.yaml")
+    }
+
+    /// Runs `f` and returns how many times [`validate::check`] ran meanwhile.
+    fn checks<T>(f: impl FnOnce() -> T) -> (usize, T) {
+        CHECKS.with(|c| c.set(0));
+        let out = f();
+        (CHECKS.with(std::cell::Cell::get), out)
+    }
+
+    fn opts() -> CompileOptions {
+        CompileOptions {
+            no_environment: true,
+        }
+    }
+
+    #[test]
+    fn compile_checks_the_base_and_each_variant_once() {
+        let (n, compiled) = checks(|| compile(&crag_ab(), &opts()).expect("crag-ab compiles"));
+        let mut compiled = compiled;
+        let variants: Vec<String> = compiled.variant_names().map(str::to_string).collect();
+        assert_eq!(variants.len(), 3, "crag-ab has 3 variants: {variants:?}");
+        assert_eq!(n, variants.len() + 1);
+        // Programs are compiled from what validation read: no check, no second read.
+        let (n, programs) = checks(|| {
+            let mut out = vec![compiled.program(None).unwrap()];
+            for v in &variants {
+                out.push(compiled.program(Some(v)).unwrap());
+            }
+            out
+        });
+        assert_eq!(n, 0);
+        assert_eq!(programs[1].variant(), Some(variants[0].as_str()));
+        // Compiled once per variant: the second request gets the same program.
+        let again = compiled.program(Some(&variants[0])).unwrap();
+        assert!(Arc::ptr_eq(&again, &programs[1]));
+        // The variant's merged spec is what its program runs.
+        assert_ne!(
+            programs[0].spec.retrievers["book"].top_k(),
+            programs[2].spec.retrievers["book"].top_k()
+        );
+    }
+
+    #[test]
+    fn a_change_checks_only_the_changed_spec_again() {
+        let mut compiled = compile(&crag_ab(), &opts()).unwrap();
+        let changes = SpecOverrides {
+            retries: Some(1),
+            ..SpecOverrides::default()
+        };
+        let (n, p) = checks(|| compiled.program_with(Some("top_k_8"), &changes));
+        assert_eq!(n, 1);
+        let p = p.unwrap();
+        assert!(p.spec.models.values().all(|m| m.retries == Some(1)));
+        // The unchanged program is untouched.
+        let base = compiled.program(Some("top_k_8")).unwrap();
+        assert!(!Arc::ptr_eq(&base, &p));
+    }
+
+    #[test]
+    fn eval_loading_checks_each_variant_once() {
+        use crate::eval::runner;
+        let (n, count) = checks(|| {
+            let mut compiled = runner::compile_spec(&crag_ab()).unwrap();
+            let variants = runner::resolve_variants(&compiled, None).unwrap();
+            let programs =
+                runner::load(&mut compiled, &variants, &runner::PrepareOptions::default()).unwrap();
+            programs.len()
+        });
+        assert_eq!(count, 4);
+        // Before: `spec_variants` validated everything once, then each of the 4
+        // programs validated everything again: (3 + 2) * (3 + 1) = 20.
+        assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn run_loading_checks_each_variant_once_and_lists_every_file() {
+        let (n, compiled) = checks(|| {
+            let mut c = compile(&crag_ab(), &opts()).unwrap();
+            c.program(Some("lenient_grader")).unwrap();
+            c
+        });
+        // Before: `load_program` and `spec_input_files` validated everything: 8.
+        assert_eq!(n, 4);
+        // The lenient prompt is read by a variant only: still an input of the spec.
+        assert!(compiled
+            .files
+            .iter()
+            .any(|f| f.ends_with("grade_documents.lenient.system.jinja")));
+        assert!(compiled.files.iter().any(|f| f.ends_with("crag-ab.yaml")));
+    }
+
+    #[test]
+    fn unknown_variants_and_invalid_specs_are_refused() {
+        let mut compiled = compile(&crag_ab(), &opts()).unwrap();
+        match compiled.program(Some("nope")) {
+            Err(LoadError::Usage(m)) => {
+                assert!(m.starts_with("unknown variant `nope`;"), "{m}");
+                assert!(m.contains("lenient_grader, top_k_8"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, "version: 1\nname: x\n").unwrap();
+        let e = compile(&bad, &opts()).unwrap_err();
+        assert!(e.diagnostics.iter().any(Diagnostic::is_error));
+        assert!(e.render().contains("error"), "{}", e.render());
+    }
+}
