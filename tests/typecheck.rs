@@ -262,3 +262,33 @@ fn formats_are_asserted_at_run_time() {
     let err = check.check(&json!({"when": "yesterday"})).unwrap_err();
     assert!(err.to_string().contains("date-time"), "{err}");
 }
+
+/// The same typed state as the fuzz target's direct calls.
+const FUZZ_STATE: &str = r#"{"type": "object", "properties": {
+    "verdict": {"type": "string", "enum": ["yes", "no"]},
+    "n": {"type": "integer"},
+    "documents": {"type": "array", "items": {"type": "object", "properties": {
+        "id": {"type": "string"}, "content": {"type": "string"}}}},
+    "grade": {"type": ["object", "null"], "properties": {"ok": {"type": "boolean"}}}
+}}"#;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    /// Random token soup through the type checker (as the fuzz target does): no panic,
+    /// and every finding's range lies inside the text on char boundaries.
+    #[test]
+    fn type_checker_never_panics_on_token_soup(tokens in proptest::collection::vec(
+        proptest::sample::select(vec![
+            "verdict", "n", "documents", "grade", "x", ".", "id", "contnet", "ok", "[0]", "|", "length",
+            "first", "default(1)", "upper", "==", "!=", ">", "<=", "+", "-", "~", "in", "not", "and",
+            "or", "is defined", "'Yes'", "'yes'", "\"3\"", "3", "none", "(", ")", "[", "]", ",",
+            "{{", "}}", "{%", "%}", "if", "else", "endif", "for", "endfor", "set", "=", "with",
+            "endwith", "é", "\n", " ",
+        ]), 0..40)) {
+        let text = tokens.join(" ");
+        let vars = Vars::of_state_schema_json(FUZZ_STATE);
+        for f in types::expression(&text, &vars).1.into_iter().chain(types::template(&text, &vars)) {
+            proptest::prop_assert!(text.get(f.range.clone()).is_some(), "{text:?}: {f:?}");
+        }
+    }
+}

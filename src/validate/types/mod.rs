@@ -43,6 +43,24 @@ impl Vars {
         }
     }
 
+    /// The state fields of an object schema (`properties`, lowered), unknown names
+    /// reported; `open` when the schema is not an object with properties.
+    pub fn of_state_schema(schema: &serde_json::Value) -> Self {
+        match lower(schema, schema) {
+            Ty::Object { props, .. } if !props.is_empty() => Vars {
+                map: props,
+                open: false,
+            },
+            _ => Vars::new(true),
+        }
+    }
+
+    /// [`Vars::of_state_schema`] of a schema written as JSON text (for tools and the
+    /// fuzz target); `open` when the text is not JSON.
+    pub fn of_state_schema_json(text: &str) -> Self {
+        serde_json::from_str(text).map_or_else(|_| Vars::new(true), |v| Vars::of_state_schema(&v))
+    }
+
     /// Adds (or shadows) a name.
     pub fn insert(&mut self, name: impl Into<String>, ty: Ty) {
         self.map.insert(name.into(), ty);

@@ -287,8 +287,10 @@ impl<'a> Lowering<'a> {
             return Ty::of_value(c);
         }
         let enum_strings: Option<Vec<String>> = obj.get("enum").and_then(|e| {
+            // The strings an enum allows (`null` members are the `null` type's).
             e.as_array().and_then(|vals| {
                 vals.iter()
+                    .filter(|v| !v.is_null())
                     .map(|v| v.as_str().map(str::to_string))
                     .collect::<Option<Vec<_>>>()
             })
@@ -303,10 +305,17 @@ impl<'a> Lowering<'a> {
                 }
             }
             _ => {
+                let has_null = obj
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .is_some_and(|v| v.iter().any(Value::is_null));
                 return match enum_strings {
+                    Some(vals) if !vals.is_empty() && has_null => {
+                        Ty::union(Ty::Str(Some(vals)), Ty::Null)
+                    }
                     Some(vals) if !vals.is_empty() => Ty::Str(Some(vals)),
                     _ => Ty::Unknown,
-                }
+                };
             }
         };
         let mut tys = Vec::with_capacity(types.len());
