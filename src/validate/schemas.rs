@@ -243,6 +243,11 @@ pub(super) fn check(
                 }
             }
         }
+        let root = if spec.state.reducers.is_empty() {
+            None
+        } else {
+            state_root(ls, sources)
+        };
         for (field, reducer) in &spec.state.reducers {
             let at = ls.key_span(&["state", "reducers", field]);
             let Some(prop) = info.fields.get(field) else {
@@ -257,7 +262,6 @@ pub(super) fn check(
                 continue;
             };
             // The field's type from its schema: type lists and `$ref`s included.
-            let root = state_root(ls, sources);
             let fty = root.as_ref().map_or(Ty::Unknown, |r| lower(prop, r));
             let kinds: Vec<&Ty> = fty.non_null();
             let known = fty != Ty::Unknown && !kinds.is_empty();

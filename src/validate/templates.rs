@@ -198,7 +198,7 @@ pub(super) fn check(
                 );
             }
             let at = ["nodes", name.as_str(), "update", field.as_str()];
-            let ok = check_expression(
+            check_expression(
                 ls,
                 &env,
                 expr,
@@ -208,7 +208,6 @@ pub(super) fn check(
                 Code::ExpressionUnknownVar,
                 diags,
             );
-            let _ = ok;
             let value_ty = type_expression(ls, expr, &at, &update_scope, sources, diags);
             if let Ty::Object { props, .. } = &state_ty {
                 if let Some(field_ty) = props.get(field) {
@@ -342,12 +341,15 @@ fn check_update_type(
         Reducer::Append => format!("`append` to `{field}` takes {}", describe_ty(&want)),
         _ => format!("`{field}` is {}", describe_ty(&want)),
     };
-    let help = match (expr, value) {
-        (Value::String(_), _) | (_, Ty::Unknown) => {
-            "a constant string is quoted inside the expression: `\"'text'\"`".to_string()
+    let help = match expr {
+        Value::String(_) => format!(
+            "the value must be {}; fix the expression or the field's schema",
+            describe_ty(&want)
+        ),
+        _ if want.is_string() => {
+            format!("a constant string is an expression in quotes: `\"'{expr}'\"`")
         }
-        _ if want.is_string() => format!("quote it as an expression: `\"'{}'\"`", expr),
-        _ => "write a value of the field's type".to_string(),
+        _ => format!("write {}, or fix the field's schema", describe_ty(&want)),
     };
     diags.push(
         Diagnostic::new(

@@ -16,6 +16,7 @@
 //! leaves open is accepted silently.
 mod place;
 pub mod schema;
+mod scope;
 mod walk;
 
 pub use place::token_span;
