@@ -125,7 +125,10 @@ codes! {
     /// prompt file the position is inside that file.
     TemplateSyntax = "E040", "template syntax error";
     /// A template reads a variable that is neither a state field nor a builtin
-    /// available there (`item`, `index` in map nodes; `inputs` names).
+    /// available there (`item`, `index` in map nodes; `inputs` names), or a name that a
+    /// `{% set %}` defined inside a `{% for %}`, `{% with %}` or `{% macro %}` block,
+    /// read after the block ended (minijinja scopes it to the block, so the render
+    /// fails). The position is the name's token.
     TemplateUnknownVar = "E041", "template reads an unknown variable";
     /// A branch predicate (`when`) does not compile as a minijinja expression.
     PredicateSyntax = "E042", "predicate syntax error";

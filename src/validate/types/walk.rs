@@ -466,6 +466,10 @@ impl<'v> Walker<'v> {
     /// `field == 'Yes'` where `field`'s enum lacks `Yes`.
     fn enum_literal(&mut self, field: &Ty, field_e: &Expr<'_>, lit: &Expr<'_>) {
         let Expr::Const(c) = lit else { return };
+        // Two constants: a fixed comparison, not a field against its enum.
+        if matches!(field_e, Expr::Const(_)) {
+            return;
+        }
         let Some(s) = c.value.as_str() else { return };
         let Some(allowed) = field.string_enum() else {
             return;
