@@ -14,7 +14,8 @@ pub(super) enum Block {
     For,
     With,
     Macro,
-    Block,
+    /// A `{% block %}`.
+    Named,
 }
 
 impl Block {
@@ -23,7 +24,7 @@ impl Block {
             Block::For => "for",
             Block::With => "with",
             Block::Macro => "macro",
-            Block::Block => "block",
+            Block::Named => "block",
         }
     }
 }
@@ -184,7 +185,7 @@ impl Walker<'_> {
             }
             Stmt::Block(b) => {
                 let inner = frame.clone();
-                self.scoped(&b.body, frame, inner, Block::Block, depth);
+                self.scoped(&b.body, frame, inner, Block::Named, depth);
             }
             Stmt::Import(i) => self.bind(&i.name, Ty::Unknown, frame),
             Stmt::FromImport(i) => {

@@ -259,13 +259,12 @@ impl<'v> Walker<'v> {
         let mut found = Vec::new();
         let mut open = false;
         for t in &members {
-            match t {
-                Ty::Object { props, open: o } => match props.get(name) {
+            if let Ty::Object { props, open: o } = t {
+                match props.get(name) {
                     Some(p) => found.push(p.clone()),
                     None if *o => open = true,
                     None => {}
-                },
-                _ => {}
+                }
             }
         }
         if open {
