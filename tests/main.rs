@@ -37,4 +37,5 @@ mod runtime_undefined;
 mod rustc_cli;
 mod spec_schema;
 mod terminal_escape;
+mod typecheck;
 mod websearch;

@@ -18,7 +18,9 @@ state:
       question: {{type: string}}
       grade: {{type: object}}
       docs: {{type: array}}
-      answer: {{type: string}}
+      # No `type`: validate cannot know `answer` is a string, so `answer.foo` reaches
+      # the run time (a typed field is caught statically: E082).
+      answer: {{}}
       label: {{type: string}}
     required: [question]
   initial: {{grade: {{verdict: {{score: 1}}}}, docs: [{{title: a}}, {{title: b}}]}}

@@ -125,7 +125,10 @@ codes! {
     /// prompt file the position is inside that file.
     TemplateSyntax = "E040", "template syntax error";
     /// A template reads a variable that is neither a state field nor a builtin
-    /// available there (`item`, `index` in map nodes; `inputs` names).
+    /// available there (`item`, `index` in map nodes; `inputs` names), or a name that a
+    /// `{% set %}` defined inside a `{% for %}`, `{% with %}` or `{% macro %}` block,
+    /// read after the block ended (minijinja scopes it to the block, so the render
+    /// fails). The position is the name's token.
     TemplateUnknownVar = "E041", "template reads an unknown variable";
     /// A branch predicate (`when`) does not compile as a minijinja expression.
     PredicateSyntax = "E042", "predicate syntax error";
@@ -176,12 +179,48 @@ codes! {
     /// before the run starts.
     ModelConfig = "E071", "model config unusable with its provider";
 
+    /// A template, predicate or expression reads a property that the JSON Schema of
+    /// its value does not declare, at any depth (`answer_grade.grounde`,
+    /// `document.contnet`), or an attribute of an array or string
+    /// (`documents.lenght`; use the `length` filter). Run time would fail on the
+    /// undefined value. The position is the attribute's token, also inside prompt
+    /// files and block scalars; the help says "did you mean". Schemas that leave the
+    /// properties open (no `properties`, `additionalProperties` true or a schema,
+    /// `patternProperties`, no `type`, an unresolved `$ref`) are never reported.
+    UnknownAttribute = "E082", "property the schema does not declare";
+    /// A field whose schema has an `enum` (or `const`) of strings is compared with a
+    /// string literal the enum lacks (`binary_score == 'Yes'` when the enum is
+    /// `yes`/`no`; also `!=` and `in [...]`): the comparison has a fixed result and the
+    /// branch is silently always or never taken.
+    EnumLiteral = "E083", "comparison with a value outside the enum";
+    /// An ordering (`<`, `<=`, `>`, `>=`) or arithmetic (`+`, `-`, `/`, `//`, `**`)
+    /// between a number and a string, known from the schemas and the result types of
+    /// filters (`documents | length > "3"`, `iterations >= '3'`). minijinja orders
+    /// values of different kinds by kind, not by value, and refuses the arithmetic.
+    IncompatibleOperands = "E084", "ordering or arithmetic between incompatible types";
+    /// An `update` value cannot satisfy its state field's schema: a literal of the
+    /// wrong type (`answer: 42` for a string field), an expression whose type cannot
+    /// fit (`iterations: "'three'"`), or a string outside the field's `enum`. With a
+    /// reducer the value is checked against what the reducer takes: an element or an
+    /// array of elements for `append`, a number for `add`, an object for `merge`.
+    UpdateType = "E085", "update value cannot satisfy the field schema";
+    /// A JSON Schema names a `format` that ragloop's validator does not know
+    /// (`datetime` for `date-time`). Formats are asserted (a structured output whose
+    /// `date-time` field holds `"yesterday"` is rejected and repaired), so an unknown
+    /// name would silently check nothing; the message lists the known ones for the
+    /// schema's draft.
+    UnknownFormat = "E086", "unknown JSON Schema format";
+
     /// A branch arm after an always-true predicate can never be taken; remove it or
     /// fix the predicate before it.
     ShadowedArm = "W001", "branch arm can never be taken";
     /// The spec names no `output.answer` field, so no run can end with status
     /// `generated`: every run that reaches END counts as `exhausted`.
     NoAnswerField = "W002", "no output.answer";
+    /// A template reads a name that a `{% set %}` defines in only some branches of an
+    /// `{% if %}` before it: when another branch ran, the render fails on the
+    /// undefined name. Set it before the `{% if %}` or in every branch.
+    MaybeUndefined = "W013", "variable may be undefined";
 }
 
 /// The code reference as Markdown (published as docs/diagnostics.md; a test keeps the

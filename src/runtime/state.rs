@@ -230,7 +230,9 @@ impl SchemaCheck {
     /// # Errors
     /// [`StateError::Schema`] with the compiler's message when the schema is not valid.
     pub fn new(schema: &Value) -> Result<SchemaCheck, StateError> {
-        jsonschema::validator_for(schema)
+        jsonschema::options()
+            .should_validate_formats(true)
+            .build(schema)
             .map(|validator| SchemaCheck {
                 validator,
                 schema: std::sync::Arc::new(schema.clone()),

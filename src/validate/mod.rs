@@ -11,6 +11,7 @@ mod refs;
 mod retrieval;
 mod schemas;
 mod templates;
+pub mod types;
 
 pub use schemas::{load_schema, LoadedSchema};
 

@@ -2,6 +2,7 @@
 //! structured-output schema. Schema files are parsed with the spec's YAML loader
 //! (JSON is YAML), so a fault inside a schema file is reported at its own
 //! `file:line:column`.
+use super::types::{lower, Ty};
 use super::StateInfo;
 use crate::diag::{Code, Diagnostic};
 use crate::spec::load::read_text;
@@ -159,6 +160,25 @@ fn check_loaded(loaded: LoadedSchema, place: &str) -> Result<LoadedSchema, Vec<D
         )
         .at(loaded.span(&ptr).or(root_span))]);
     }
+    let formats = unknown_formats(&loaded.schema);
+    if !formats.is_empty() {
+        let known = known_formats(&loaded.schema);
+        return Err(formats
+            .into_iter()
+            .map(|(ptr, name)| {
+                let help = match crate::jinja::closest(&name, &known) {
+                    Some(c) => format!("did you mean `{c}`? known formats: {}", known.join(", ")),
+                    None => format!("known formats: {}", known.join(", ")),
+                };
+                Diagnostic::new(
+                    Code::UnknownFormat,
+                    format!("{}: unknown format `{name}`", where_()),
+                )
+                .at(loaded.span(&ptr).or(root_span))
+                .help(help)
+            })
+            .collect());
+    }
     if let Err(e) = jsonschema::validator_for(&loaded.schema) {
         let ptr = e.instance_path().to_string();
         return Err(vec![Diagnostic::new(
@@ -223,6 +243,11 @@ pub(super) fn check(
                 }
             }
         }
+        let root = if spec.state.reducers.is_empty() {
+            None
+        } else {
+            state_root(ls, sources)
+        };
         for (field, reducer) in &spec.state.reducers {
             let at = ls.key_span(&["state", "reducers", field]);
             let Some(prop) = info.fields.get(field) else {
@@ -236,21 +261,33 @@ pub(super) fn check(
                 );
                 continue;
             };
-            let ty = prop.get("type").and_then(Value::as_str);
+            // The field's type from its schema: type lists and `$ref`s included.
+            let fty = root.as_ref().map_or(Ty::Unknown, |r| lower(prop, r));
+            let kinds: Vec<&Ty> = fty.non_null();
+            let known = fty != Ty::Unknown && !kinds.is_empty();
             let needs = match reducer {
-                Reducer::Append => Some(("array", ty == Some("array"))),
-                Reducer::Add => Some(("number", matches!(ty, Some("integer" | "number")))),
-                Reducer::Merge => Some(("object", ty == Some("object"))),
+                Reducer::Append => {
+                    Some(("an array", kinds.iter().any(|t| matches!(t, Ty::Array(_)))))
+                }
+                Reducer::Add => Some((
+                    "a number",
+                    kinds.iter().any(|t| matches!(t, Ty::Int | Ty::Num)),
+                )),
+                Reducer::Merge => Some((
+                    "an object",
+                    kinds.iter().any(|t| matches!(t, Ty::Object { .. })),
+                )),
                 Reducer::Replace => None,
             };
-            if let (Some((want, ok)), Some(ty)) = (needs, ty) {
+            if let (Some((want, ok)), true) = (needs, known) {
                 if !ok {
                     diags.push(
                         Diagnostic::new(
                             Code::ReducerType,
                             format!(
-                                "reducer `{}` needs a {want} field, but `{field}` is `{ty}`",
-                                format!("{reducer:?}").to_lowercase()
+                                "reducer `{}` needs {want} field, but `{field}` is {}",
+                                format!("{reducer:?}").to_lowercase(),
+                                type_words(prop, &fty)
                             ),
                         )
                         .at(ls.span(&["state", "reducers", field])),
@@ -296,7 +333,7 @@ fn check_initial(
     if let Some(obj) = partial.as_object_mut() {
         obj.remove("required");
     }
-    let Ok(validator) = jsonschema::validator_for(&partial) else {
+    let Ok(validator) = asserting_formats().build(&partial) else {
         return;
     };
     let value = Value::Object(
@@ -320,5 +357,152 @@ fn check_initial(
             )
             .at(at),
         );
+    }
+}
+
+/// How a field's type is named in a message: the schema's own `type` when it has one
+/// (`` `string` ``, `` `["string", "null"]` ``), else the lowered type.
+fn type_words(prop: &Value, ty: &Ty) -> String {
+    match prop.get("type") {
+        Some(Value::String(t)) => format!("`{t}`"),
+        Some(t @ Value::Array(_)) => format!("`{t}`"),
+        _ => format!("`{}` (through its schema)", ty.name()),
+    }
+}
+
+/// The state schema's value, when it loads (for resolving `$ref`s).
+fn state_root(ls: &LoadedSpec, sources: &mut Sources) -> Option<Value> {
+    schema_value(ls, &ls.spec.state.schema, &["state", "schema"], sources)
+}
+
+/// The value of a schema named in a spec, when it loads and is valid (an inline
+/// schema as written; a file through [`load_schema`]'s per-file memo). `None` when
+/// it does not: its faults are reported by [`check`].
+pub(crate) fn schema_value(
+    ls: &LoadedSpec,
+    sref: &SchemaRef,
+    at: &[&str],
+    sources: &mut Sources,
+) -> Option<Value> {
+    match sref {
+        SchemaRef::Inline(map) => {
+            let v = Value::Object(map.clone());
+            (jsonschema::meta::is_valid(&v)).then_some(v)
+        }
+        SchemaRef::File(_) => load_schema(ls, sref, at, sources).ok().map(|l| l.schema),
+    }
+}
+
+/// The formats ragloop's validator may know (`jsonschema`'s built-ins); which of them
+/// a schema may use depends on its draft ([`known_formats`]).
+const FORMAT_CANDIDATES: &[&str] = &[
+    "date",
+    "date-time",
+    "duration",
+    "email",
+    "hostname",
+    "idn-email",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "iri",
+    "iri-reference",
+    "json-pointer",
+    "regex",
+    "relative-json-pointer",
+    "time",
+    "uri",
+    "uri-reference",
+    "uri-template",
+    "uuid",
+];
+
+/// The compiler every schema check uses: `format` is asserted (the policy, see
+/// docs/spec.md); the runtime builds its validators the same way.
+pub(crate) fn asserting_formats() -> jsonschema::ValidationOptions<'static> {
+    let mut o = jsonschema::options();
+    o = o.should_validate_formats(true);
+    o
+}
+
+/// Whether the validator knows format `name` under the draft of `root` (its `$schema`).
+fn format_known(root: &Value, name: &str) -> bool {
+    let mut probe = serde_json::Map::new();
+    if let Some(d) = root.get("$schema") {
+        probe.insert("$schema".into(), d.clone());
+    }
+    probe.insert("format".into(), Value::String(name.to_string()));
+    asserting_formats()
+        .should_ignore_unknown_formats(false)
+        .build(&Value::Object(probe))
+        .is_ok()
+}
+
+/// The formats known under `root`'s draft.
+fn known_formats(root: &Value) -> Vec<&'static str> {
+    FORMAT_CANDIDATES
+        .iter()
+        .copied()
+        .filter(|f| format_known(root, f))
+        .collect()
+}
+
+/// Every `format` keyword of the schema whose name the validator does not know, with
+/// the JSON pointer of its value.
+fn unknown_formats(root: &Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    walk_formats(root, root, String::new(), 0, &mut found);
+    found
+}
+
+fn walk_formats(
+    root: &Value,
+    schema: &Value,
+    ptr: String,
+    depth: usize,
+    out: &mut Vec<(String, String)>,
+) {
+    const MAX_DEPTH: usize = 128;
+    let Value::Object(obj) = schema else { return };
+    if depth > MAX_DEPTH {
+        return;
+    }
+    if let Some(Value::String(name)) = obj.get("format") {
+        if !format_known(root, name) {
+            out.push((format!("{ptr}/format"), name.clone()));
+        }
+    }
+    for (key, value) in obj {
+        let here = format!("{ptr}/{}", yaml::escape_segment(key));
+        match key.as_str() {
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Value::Object(map) = value {
+                    for (k, sub) in map {
+                        let p = format!("{here}/{}", yaml::escape_segment(k));
+                        walk_formats(root, sub, p, depth + 1, out);
+                    }
+                }
+            }
+            "items" | "prefixItems" | "allOf" | "anyOf" | "oneOf" => match value {
+                Value::Array(items) => {
+                    for (i, sub) in items.iter().enumerate() {
+                        walk_formats(root, sub, format!("{here}/{i}"), depth + 1, out);
+                    }
+                }
+                sub => walk_formats(root, sub, here, depth + 1, out),
+            },
+            "additionalProperties"
+            | "additionalItems"
+            | "contains"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "propertyNames"
+            | "unevaluatedItems"
+            | "unevaluatedProperties"
+            | "contentSchema" => walk_formats(root, value, here, depth + 1, out),
+            _ => {}
+        }
     }
 }

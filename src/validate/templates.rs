@@ -1,12 +1,13 @@
 //! Templates, predicates and expressions: each compiles, and each variable it reads
 //! is a state field or a builtin available at that place. Also: every field a node
 //! writes is a state field.
+use super::types::{self, Ty, Vars};
 use super::StateInfo;
 use crate::diag::{Code, Diagnostic};
 use crate::jinja::{self, GLOBAL_NAMES};
 use crate::spec::load::read_text;
 use crate::spec::source::{FileId, Sources, Span};
-use crate::spec::types::{Edge, NodeSpec, RetrieveNode, TemplateSource, ToolNode};
+use crate::spec::types::{Edge, NodeSpec, Reducer, RetrieveNode, TemplateSource, ToolNode};
 use crate::spec::yaml::Limits;
 use crate::spec::LoadedSpec;
 use minijinja::Environment;
@@ -16,6 +17,8 @@ use serde_json::Value;
 struct Scope<'a> {
     state: &'a StateInfo,
     extra: Vec<String>,
+    /// Every name readable here with its type (state fields, then the extras).
+    vars: Vars,
 }
 
 impl Scope<'_> {
@@ -50,54 +53,91 @@ pub(super) fn check(
 ) {
     let env = jinja::environment();
     let spec = &ls.spec;
+    let state_ty = state_type(ls, state, sources);
+    let state_vars = |extra: &[(&str, Ty)]| -> Vars {
+        let mut v = Vars::new(!state.known);
+        if let Ty::Object { props, .. } = &state_ty {
+            for (k, t) in props {
+                v.insert(k.clone(), t.clone());
+            }
+        }
+        for name in state.fields.keys() {
+            if v.get(name).is_none() {
+                v.insert(name.clone(), Ty::Unknown);
+            }
+        }
+        for (k, t) in extra {
+            v.insert(*k, t.clone());
+        }
+        v
+    };
+    let scope_of = |extra: &[(&str, Ty)]| Scope {
+        state,
+        extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
+        vars: state_vars(extra),
+    };
     for (name, node) in &spec.nodes {
-        let base = Scope {
-            state,
-            extra: vec![],
-        };
-        match node {
+        let base = scope_of(&[]);
+        let mut inputs_ty: Vec<(&str, Ty)> = Vec::new();
+        let output_ty = match node {
             NodeSpec::Retrieve(RetrieveNode { query, .. })
             | NodeSpec::Tool(ToolNode { query, .. }) => {
-                check_inline_template(ls, &env, query, &["nodes", name, "query"], &base, diags);
+                check_inline_template(
+                    ls,
+                    &env,
+                    query,
+                    &["nodes", name, "query"],
+                    &base,
+                    sources,
+                    diags,
+                );
+                Some(Ty::Array(Box::new(Ty::document())))
             }
             NodeSpec::Llm(call) | NodeSpec::Map(call) => {
                 let is_map = matches!(node, NodeSpec::Map(_));
-                let item_vars: Vec<String> = if is_map {
-                    vec!["item".into(), "index".into()]
-                } else {
-                    vec![]
-                };
+                let mut item_vars: Vec<(&str, Ty)> = Vec::new();
                 if let Some(over) = &call.over {
+                    let over_v = Value::String(over.clone());
+                    let at = ["nodes", name.as_str(), "over"];
                     check_expression(
                         ls,
                         &env,
-                        &Value::String(over.clone()),
-                        &["nodes", name, "over"],
+                        &over_v,
+                        &at,
                         &base,
                         Code::ExpressionSyntax,
                         Code::ExpressionUnknownVar,
                         diags,
                     );
+                    let over_ty = type_expression(ls, &over_v, &at, &base, sources, diags);
+                    if is_map {
+                        item_vars.push(("item", over_ty.element()));
+                    }
+                } else if is_map {
+                    item_vars.push(("item", Ty::Unknown));
                 }
-                let input_scope = Scope {
-                    state,
-                    extra: item_vars.clone(),
-                };
+                if is_map {
+                    item_vars.push(("index", Ty::Int));
+                }
+                let input_scope = scope_of(&item_vars);
                 for (input, expr) in &call.inputs {
+                    let at = ["nodes", name.as_str(), "inputs", input.as_str()];
                     check_expression(
                         ls,
                         &env,
                         expr,
-                        &["nodes", name, "inputs", input],
+                        &at,
                         &input_scope,
                         Code::ExpressionSyntax,
                         Code::ExpressionUnknownVar,
                         diags,
                     );
+                    let t = type_expression(ls, expr, &at, &input_scope, sources, diags);
+                    inputs_ty.push((input.as_str(), t));
                 }
                 let mut extra = item_vars;
-                extra.extend(call.inputs.keys().cloned());
-                let prompt_scope = Scope { state, extra };
+                extra.extend(inputs_ty.iter().cloned());
+                let prompt_scope = scope_of(&extra);
                 if let Some(system) = &call.prompt.system {
                     check_prompt(
                         ls,
@@ -118,8 +158,24 @@ pub(super) fn check(
                     sources,
                     diags,
                 );
+                let one = match &call.schema {
+                    Some(sref) => {
+                        super::schemas::schema_value(ls, sref, &["nodes", name, "schema"], sources)
+                            .map_or(Ty::Unknown, |v| types::lower(&v, &v))
+                    }
+                    None => Ty::string(),
+                };
+                Some(if is_map {
+                    Ty::Array(Box::new(one))
+                } else {
+                    one
+                })
             }
-            NodeSpec::Update(_) => {}
+            NodeSpec::Update(_) => None,
+        };
+        let mut extra: Vec<(&str, Ty)> = inputs_ty;
+        if node.has_output() {
+            extra.push(("output", output_ty.unwrap_or(Ty::Unknown)));
         }
         let update_scope = Scope {
             state,
@@ -128,6 +184,7 @@ pub(super) fn check(
             } else {
                 vec![]
             },
+            vars: state_vars(&extra),
         };
         for (field, expr) in node.update() {
             if state.known && !state.fields.contains_key(field) {
@@ -140,22 +197,27 @@ pub(super) fn check(
                     .help(super::refs::suggest(field, state.fields.keys())),
                 );
             }
+            let at = ["nodes", name.as_str(), "update", field.as_str()];
             check_expression(
                 ls,
                 &env,
                 expr,
-                &["nodes", name, "update", field],
+                &at,
                 &update_scope,
                 Code::ExpressionSyntax,
                 Code::ExpressionUnknownVar,
                 diags,
             );
+            let value_ty = type_expression(ls, expr, &at, &update_scope, sources, diags);
+            if let Ty::Object { props, .. } = &state_ty {
+                if let Some(field_ty) = props.get(field) {
+                    let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
+                    check_update_type(ls, &at, field, expr, &value_ty, field_ty, reducer, diags);
+                }
+            }
         }
     }
-    let scope = Scope {
-        state,
-        extra: vec![],
-    };
+    let scope = scope_of(&[]);
     for (from, edge) in &spec.edges {
         let Edge::Branch(arms) = edge else { continue };
         let mut always_true_at: Option<usize> = None;
@@ -176,10 +238,11 @@ pub(super) fn check(
                     .at(ls.span(&at)),
                 );
             }
+            let when_v = Value::String(when.clone());
             if let Some(constant) = check_expression(
                 ls,
                 &env,
-                &Value::String(when.clone()),
+                &when_v,
                 &at,
                 &scope,
                 Code::PredicateSyntax,
@@ -199,6 +262,124 @@ pub(super) fn check(
                     );
                 }
             }
+            type_expression(ls, &when_v, &at, &scope, sources, diags);
+        }
+    }
+}
+
+/// The state's type from its schema ([`Ty::Unknown`] when it did not load).
+fn state_type(ls: &LoadedSpec, state: &StateInfo, sources: &mut Sources) -> Ty {
+    if !state.known {
+        return Ty::Unknown;
+    }
+    super::schemas::schema_value(ls, &ls.spec.state.schema, &["state", "schema"], sources)
+        .map_or(Ty::Unknown, |v| types::lower(&v, &v))
+}
+
+/// Type-checks an expression (a YAML string) or types a literal (any other value);
+/// findings go to `diags` at their token.
+fn type_expression(
+    ls: &LoadedSpec,
+    expr: &Value,
+    at: &[&str],
+    scope: &Scope<'_>,
+    sources: &Sources,
+    diags: &mut Vec<Diagnostic>,
+) -> Ty {
+    let Value::String(text) = expr else {
+        return Ty::of_value(expr);
+    };
+    let (ty, findings) = types::expression(text, &scope.vars);
+    let span = ls.span(at);
+    for f in findings {
+        let loc = span.map(|s| types::token_span(sources, s, text, f.range.clone()));
+        diags.push(f.into_diagnostic(&format!("`{}`", at.join(".")), loc));
+    }
+    ty
+}
+
+/// An `update` value against its field: what the field's reducer takes must be able
+/// to hold the value's type.
+#[allow(clippy::too_many_arguments)]
+fn check_update_type(
+    ls: &LoadedSpec,
+    at: &[&str],
+    field: &str,
+    expr: &Value,
+    value: &Ty,
+    field_ty: &Ty,
+    reducer: Reducer,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let want = match reducer {
+        Reducer::Replace | Reducer::Add => field_ty.clone(),
+        Reducer::Append => {
+            let arrays: Vec<Ty> = field_ty
+                .members()
+                .iter()
+                .filter_map(|t| match t {
+                    Ty::Array(e) => Some((**e).clone()),
+                    _ => None,
+                })
+                .collect();
+            if arrays.is_empty() {
+                return; // E036 reports the reducer
+            }
+            let elem = Ty::union_all(arrays);
+            Ty::union(elem.clone(), Ty::Array(Box::new(elem)))
+        }
+        Reducer::Merge => Ty::open_object(),
+    };
+    if types::may_fit(value, &want) {
+        return;
+    }
+    let what = match expr {
+        Value::String(_) => format!("the expression is {}", describe_ty(value)),
+        _ => format!("the literal {expr} is {}", describe_ty(value)),
+    };
+    let wanted = match reducer {
+        Reducer::Append => format!("`append` to `{field}` takes {}", describe_ty(&want)),
+        _ => format!("`{field}` is {}", describe_ty(&want)),
+    };
+    let help = match expr {
+        Value::String(_) => format!(
+            "the value must be {}; fix the expression or the field's schema",
+            describe_ty(&want)
+        ),
+        _ if want.is_string() => {
+            format!("a constant string is an expression in quotes: `\"'{expr}'\"`")
+        }
+        _ => format!("write {}, or fix the field's schema", describe_ty(&want)),
+    };
+    diags.push(
+        Diagnostic::new(
+            Code::UpdateType,
+            format!("`{}`: {what}, but {wanted}", at.join(".")),
+        )
+        .at(ls.span(at))
+        .help(help),
+    );
+}
+
+fn describe_ty(t: &Ty) -> String {
+    match t {
+        Ty::Str(Some(vals)) if vals.len() == 1 => format!("the string '{}'", vals[0]),
+        Ty::Str(Some(vals)) => format!(
+            "one of {}",
+            vals.iter()
+                .map(|v| format!("'{v}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Ty::Array(e) if **e != Ty::Unknown => format!("an array of {}", e.name()),
+        other => {
+            let n = other.name();
+            let a = if n.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            format!("{a} {n}")
         }
     }
 }
@@ -278,6 +459,7 @@ fn check_inline_template(
     text: &str,
     at: &[&str],
     scope: &Scope<'_>,
+    sources: &Sources,
     diags: &mut Vec<Diagnostic>,
 ) {
     let span = ls.span(at);
@@ -289,7 +471,7 @@ fn check_inline_template(
             )
             .at(span),
         ),
-        Ok(t) => {
+        Ok(_) => {
             for u in jinja::unknown_names(env, text, true) {
                 diags.push(unknown_name_diag(
                     &u,
@@ -297,12 +479,10 @@ fn check_inline_template(
                     span,
                 ));
             }
-            for var in scope.unknown(t.undeclared_variables(false)) {
-                diags.push(
-                    Diagnostic::new(Code::TemplateUnknownVar, format!("template `{}` reads `{var}`, which is not a state field or a builtin here", at.join(".")))
-                        .at(span)
-                        .help(super::refs::suggest(&var, scope.known_names())),
-                );
+            let place = format!("template `{}`", at.join("."));
+            for f in types::template(text, &scope.vars) {
+                let loc = span.map(|s| types::token_span(sources, s, text, f.range.clone()));
+                diags.push(f.into_diagnostic(&place, loc));
             }
         }
     }
@@ -318,7 +498,9 @@ fn check_prompt(
     diags: &mut Vec<Diagnostic>,
 ) {
     match src {
-        TemplateSource::Inline(text) => check_inline_template(ls, env, text, at, scope, diags),
+        TemplateSource::Inline(text) => {
+            check_inline_template(ls, env, text, at, scope, sources, diags);
+        }
         TemplateSource::File(f) => {
             let mut file_at: Vec<&str> = at.to_vec();
             file_at.push("file");
@@ -347,7 +529,7 @@ fn check_prompt(
                         .label(span, "template used here"),
                     );
                 }
-                Ok(t) => {
+                Ok(_) => {
                     for u in jinja::unknown_names(env, &text, true) {
                         let loc = sources.span_of_range(file, u.range.clone());
                         diags.push(
@@ -355,14 +537,13 @@ fn check_prompt(
                                 .label(span, "template used here"),
                         );
                     }
-                    for var in scope.unknown(t.undeclared_variables(false)) {
-                        let loc = jinja::locate_identifier(&text, &var)
-                            .map(|r| sources.span_of_range(file, r));
+                    let place = format!("template {}", f.file);
+                    for finding in types::template(&text, &scope.vars) {
+                        let loc = sources.span_of_range(file, finding.range.clone());
                         diags.push(
-                            Diagnostic::new(Code::TemplateUnknownVar, format!("template {} reads `{var}`, which is not a state field or a builtin here", f.file))
-                                .at(loc.or(Some(Span::file_start(file))))
-                                .label(span, "template used here")
-                                .help(super::refs::suggest(&var, scope.known_names())),
+                            finding
+                                .into_diagnostic(&place, Some(loc))
+                                .label(span, "template used here"),
                         );
                     }
                 }
