@@ -4,6 +4,7 @@
 mod providers_support;
 mod runtime_support;
 
+mod bound_props;
 mod cassette;
 mod cassette_cli;
 mod cassette_openai;

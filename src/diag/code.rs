@@ -155,9 +155,11 @@ codes! {
     Unreachable = "E052", "unreachable node";
     /// `END` cannot be reached from a node: once entered, the run could never finish.
     DeadEnd = "E053", "node cannot reach END";
-    /// A cycle in the graph has no bound: no node on it has `max_visits`, and no branch
-    /// on it tests a counter that a node on it increments. Such a loop is stopped only
-    /// by the global step limit.
+    /// A cycle in the graph has no bound: no node on it has `max_visits`, and it passes
+    /// no arm that the check can prove impossible once a counter (or a flag) that a node
+    /// on it moves has passed its bound. Such a loop is stopped only by the global step
+    /// limit. The exact rule, with accepted and rejected shapes, is "Bounded cycles" in
+    /// docs/spec.md.
     UnboundedCycle = "E054", "unbounded cycle";
 
     /// A variant overlay names a path whose parent does not exist in the spec (or a
