@@ -36,5 +36,6 @@ mod runtime_cli;
 mod runtime_undefined;
 mod rustc_cli;
 mod spec_schema;
+mod spec_words;
 mod terminal_escape;
 mod websearch;

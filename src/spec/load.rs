@@ -355,7 +355,23 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
                     })
                     .collect();
                 let (msg, segments) = refine_untagged(err.inner().to_string(), segments, &work);
-                let (diag, cut) = classify(msg, &segments, spans);
+                let (mut diag, cut) = match super::words::rewrite(&msg, &segments, &work) {
+                    Some(words) => (
+                        Diagnostic::new(Code::WrongType, words)
+                            .at(spans.value(&yaml::pointer(&segments))),
+                        None,
+                    ),
+                    None => classify(msg, &segments, spans),
+                };
+                if segments.last().is_some_and(|s| s == "when")
+                    && work
+                        .pointer(&yaml::pointer(&segments))
+                        .is_some_and(Value::is_boolean)
+                {
+                    diag = diag.help(
+                        "a YAML `true`/`false` is a boolean, a predicate is an expression: quote it (`when: \"true\"`), or better, test a state field",
+                    );
+                }
                 diags.push(diag.at_default(file));
                 // Drop the faulty entry and retry, to find faults in the other entries.
                 if !cut_entry(&mut work, &segments, cut) {

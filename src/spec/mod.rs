@@ -3,6 +3,7 @@ pub mod load;
 pub mod overlay;
 pub mod source;
 pub mod types;
+mod words;
 pub mod yaml;
 
 pub use load::{load_spec, load_spec_str, LoadedSpec};
