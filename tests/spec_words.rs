@@ -137,3 +137,38 @@ fn no_rust_type_names_in_messages() {
         leaks.into_iter().collect::<Vec<_>>().join("\n")
     );
 }
+
+fn diagnostics_of(fixture: &str) -> Vec<ragloop::diag::Diagnostic> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/specs/invalid")
+        .join(fixture);
+    let mut sources = Sources::new();
+    ragloop::validate::validate_file(&path, &mut sources, &Options::default()).diagnostics
+}
+
+#[test]
+fn yaml_boolean_when_gets_a_hint_to_quote_it() {
+    let diags = diagnostics_of("E004_when_yaml_boolean.yaml");
+    let d = diags.iter().find(|d| d.code.as_str() == "E004").unwrap();
+    assert!(
+        d.message.contains("expected a string, not `true`"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.help.as_deref().unwrap_or("").contains("quote it"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn dead_arms_name_the_nodes_they_cut_off() {
+    let diags = diagnostics_of("W003_always_true_arm.yaml");
+    let d = diags.iter().find(|d| d.code.as_str() == "W003").unwrap();
+    assert!(
+        d.message.contains("the `else` arm is never taken")
+            && d.message.contains("`rewrite` becomes unreachable"),
+        "{}",
+        d.message
+    );
+}

@@ -184,6 +184,12 @@ codes! {
     /// The spec names no `output.answer` field, so no run can end with status
     /// `generated`: every run that reaches END counts as `exhausted`.
     NoAnswerField = "W002", "no output.answer";
+    /// A branch arm's `when` is always true (it reads no state field and is truthy:
+    /// `"true"`, `"1 == 1"`, `"'yes'"`), so every later arm of the branch, the `else`
+    /// included, is never taken. The warning names the nodes that become unreachable
+    /// through it. A YAML boolean (`when: true`, unquoted) is a type error (E004) with a
+    /// hint to quote it.
+    DeadArms = "W003", "always-true arm makes later arms dead";
 }
 
 /// The code reference as Markdown (published as docs/diagnostics.md; a test keeps the

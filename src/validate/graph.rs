@@ -56,6 +56,7 @@ pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnost
             );
         }
     }
+    super::arms::check(ls, &topo, diags);
     // A predicate or update that does not compile or reads an unknown name is reported
     // already; reading it as
     // an opaque atom would add a follow-on E054.

@@ -5,6 +5,7 @@
 //! cycles) → every variant's merged spec through the same checks. Each stage collects
 //! all of its findings; the graph stage runs only when references resolved, so one
 //! typo does not cascade into a page of follow-on errors.
+mod arms;
 mod graph;
 mod guard;
 mod models;
