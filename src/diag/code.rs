@@ -165,6 +165,10 @@ codes! {
     /// A variant overlay names a path whose parent does not exist in the spec (or a
     /// path into `version`, `root` or `variants`, which variants cannot change).
     VariantPath = "E060", "variant patches a missing path";
+    /// One variant's `set` names a path and a path inside it (`retrievers.book` and
+    /// `retrievers.book.top_k`): one value would silently replace part of the other,
+    /// depending on the order. Set the inner value inside the outer one instead.
+    VariantOverlap = "E072", "variant sets overlapping paths";
 
     /// A node names a task the model's provider does not implement, or leaves out an
     /// input the task needs.

@@ -29,9 +29,27 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
             format!("no variant named `{name}`"),
         ))]);
     };
+    let mut diags: Vec<Diagnostic> = overlapping(&variant.set)
+        .into_iter()
+        .map(|(outer, inner)| {
+            let set_ptr = |p: &str| {
+                format!("{}/{}", pointer(&["variants", name, "set"]), escape_segment(p))
+            };
+            tag(Diagnostic::new(
+                Code::VariantOverlap,
+                format!(
+                    "variant `{name}` sets both `{outer}` and `{inner}`, which lies inside it: one would silently replace the other"
+                ),
+            )
+            .at(base.spans.key(&set_ptr(inner)))
+            .label(base.spans.key(&set_ptr(outer)), format!("`{outer}` set here")))
+        })
+        .collect();
+    if !diags.is_empty() {
+        return Err(diags);
+    }
     let mut raw = base.raw.clone();
     let mut spans = base.spans.clone();
-    let mut diags = Vec::new();
     for (path, value) in &variant.set {
         let set_ptr = format!(
             "{}/{}",
@@ -85,6 +103,22 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
         variant: Some(name.to_string()),
         ..base.clone()
     })
+}
+
+/// Pairs `(outer, inner)` of paths of one `set` where `inner` lies inside `outer`
+/// (`retrievers.book` and `retrievers.book.top_k`). Linear in the total length of the
+/// paths: each path's proper prefixes are looked up in a set.
+fn overlapping(set: &indexmap::IndexMap<String, Value>) -> Vec<(&str, &str)> {
+    let all: std::collections::HashSet<&str> = set.keys().map(String::as_str).collect();
+    let mut out = Vec::new();
+    for path in set.keys() {
+        for (i, _) in path.match_indices('.') {
+            if let Some(outer) = all.get(&path[..i]) {
+                out.push((*outer, path.as_str()));
+            }
+        }
+    }
+    out
 }
 
 /// One command-line override `PATH=VALUE`, parsed ([`parse_override`]).
