@@ -30,6 +30,7 @@ mod redirects;
 mod retries_cli;
 mod retrieval;
 mod retrieval_cli;
+mod root_cli;
 mod run_outputs_cli;
 mod runtime;
 mod runtime_cli;

@@ -165,10 +165,6 @@ codes! {
     /// A variant overlay names a path whose parent does not exist in the spec (or a
     /// path into `version`, `root` or `variants`, which variants cannot change).
     VariantPath = "E060", "variant patches a missing path";
-    /// One variant's `set` names a path and a path inside it (`retrievers.book` and
-    /// `retrievers.book.top_k`): one value would silently replace part of the other,
-    /// depending on the order. Set the inner value inside the outer one instead.
-    VariantOverlap = "E072", "variant sets overlapping paths";
 
     /// A node names a task the model's provider does not implement, or leaves out an
     /// input the task needs.
@@ -181,6 +177,15 @@ codes! {
     /// variable is set is not checked here: `ragloop run` reports a missing key
     /// before the run starts.
     ModelConfig = "E071", "model config unusable with its provider";
+    /// One variant's `set` names a path and a path inside it (`retrievers.book` and
+    /// `retrievers.book.top_k`): one value would silently replace part of the other,
+    /// depending on the order. Set the inner value inside the outer one instead.
+    VariantOverlap = "E072", "variant sets overlapping paths";
+    /// The spec's `root` lies outside the directory ragloop runs in and outside the
+    /// spec file's own directory (and the git work trees holding them): `root: /` would
+    /// let a spec checked in CI read, and quote in error excerpts, any file of the
+    /// machine. `--allow-outside-root` (on `validate`, `run`, `eval`, `graph`) lifts it.
+    RootOutside = "E073", "project root outside the working tree";
 
     /// A branch arm after an always-true predicate can never be taken; remove it or
     /// fix the predicate before it.
