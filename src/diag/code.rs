@@ -196,7 +196,8 @@ codes! {
     /// A branch arm's `when` is always true (it reads no state field and is truthy:
     /// `"true"`, `"1 == 1"`, `"'yes'"`), so every later arm of the branch, the `else`
     /// included, is never taken. The warning names the nodes that become unreachable
-    /// through it. A YAML boolean (`when: true`, unquoted) is a type error (E004) with a
+    /// through it; when a later `when` arm exists, its W001 says so instead (one
+    /// warning per fault). A YAML boolean (`when: true`, unquoted) is a type error (E004) with a
     /// hint to quote it.
     DeadArms = "W003", "always-true arm makes later arms dead";
 }

@@ -1,7 +1,9 @@
 //! Dead arms (W003): a branch arm whose `when` is always true (`"true"`, `"1 == 1"`,
 //! `"'yes'"`: an expression that reads no variable and is truthy) makes every later
 //! arm of its branch, the `else` included, impossible. The warning names those arms
-//! and the nodes that only they lead to (unreachable once the dead arms are gone).
+//! and the nodes that only they lead to (unreachable once the dead arms are gone). When
+//! a later `when` arm exists it already has W001 (from the template checks); that
+//! warning is extended instead, so the fault is reported once.
 use crate::diag::{Code, Diagnostic};
 use crate::graph::analysis::reachable_from;
 use crate::graph::Topology;
@@ -49,24 +51,43 @@ pub(super) fn check(ls: &LoadedSpec, topo: &Topology, diags: &mut Vec<Diagnostic
             .filter(|(_, ix)| full[ix.index()] && !now[ix.index()])
             .map(|(n, _)| format!("`{n}`"))
             .collect();
-        let later = if k + 2 == arms.len() && arms[k + 1].when.is_none() {
+        let cut_off = if lost.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} become{} unreachable through it",
+                lost.join(", "),
+                if lost.len() == 1 { "s" } else { "" }
+            )
+        };
+        let has_else = arms.last().is_some_and(|a| a.when.is_none());
+        // Later `when` arms already get W001 (one per arm): the first of them also
+        // says what else is lost, so one fault is not reported twice.
+        let next = (k + 1).to_string();
+        let next_when = ls.span(&["edges", from.as_str(), next.as_str(), "when"]);
+        if arms[k + 1].when.is_some() {
+            if let Some(d) = diags
+                .iter_mut()
+                .find(|d| d.code == Code::ShadowedArm && d.span == next_when && next_when.is_some())
+            {
+                if has_else {
+                    d.message.push_str(", nor is the `else` after it");
+                }
+                d.message.push_str(&cut_off);
+                continue;
+            }
+        }
+        let later = if k + 2 == arms.len() && has_else {
             "the `else` arm is".to_string()
-        } else if arms.last().is_some_and(|a| a.when.is_none()) {
+        } else if has_else {
             format!("arms {}–{} (the last is the `else`) are", k + 2, arms.len())
         } else {
             format!("arms {}–{} are", k + 2, arms.len())
         };
-        let mut msg = format!(
-            "edges of `{from}`: arm {} is always true, so {later} never taken",
+        let msg = format!(
+            "edges of `{from}`: arm {} is always true, so {later} never taken{cut_off}",
             k + 1
         );
-        if !lost.is_empty() {
-            msg.push_str(&format!(
-                "; {} become{} unreachable through it",
-                lost.join(", "),
-                if lost.len() == 1 { "s" } else { "" }
-            ));
-        }
         let ix = k.to_string();
         diags.push(
             Diagnostic::new(Code::DeadArms, msg)
