@@ -48,7 +48,7 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
     if !diags.is_empty() {
         return Err(diags);
     }
-    let mut raw = base.raw.clone();
+    let mut raw = without_variants(&base.raw);
     let mut spans = base.spans.clone();
     for (path, value) in &variant.set {
         let set_ptr = format!(
@@ -96,13 +96,33 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
     }
     let spec =
         typed(&raw, &spans, base.file).map_err(|ds| ds.into_iter().map(tag).collect::<Vec<_>>())?;
+    // Field by field: `..base.clone()` would copy the whole base spec (raw value,
+    // spans, typed spec with every variant) once per variant, quadratic in variants.
     Ok(LoadedSpec {
+        path: base.path.clone(),
+        file: base.file,
         raw,
         spans,
         spec,
+        root: base.root.clone(),
         variant: Some(name.to_string()),
-        ..base.clone()
     })
+}
+
+/// The spec's value without its `variants` section. A variant cannot change that
+/// section (E060), and typing it again for every variant made validation quadratic
+/// in the number of variants; the merged spec's `variants` is therefore empty (the
+/// base spec lists them).
+fn without_variants(raw: &Value) -> Value {
+    match raw {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "variants")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// Pairs `(outer, inner)` of paths of one `set` where `inner` lies inside `outer`
