@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Times `ragloop validate graphs/*.yaml` as a whole process (target: under 20 ms wall)
+# Times `ragloop validate graphs/*.yaml` as a whole process (target: under 20 ms wall),
+# peak RSS of the alias and size bombs (bench/hostile.py; target: 64 MB each),
 # next to the baseline named in the issue: importing LangGraph in Python, which a
 # LangGraph-based validator pays before checking anything (0.54 s on this machine when
 # the issue was filed). Both are measured in this run.
@@ -24,6 +25,20 @@ time_cmd() { # prints the median wall time in ms of running "$@" $runs times
 "$bin" validate graphs/*.yaml > /dev/null # warm the page cache
 ours=$(time_cmd "$bin" validate graphs/*.yaml)
 echo "ragloop validate graphs/*.yaml (whole process, median of $runs): ${ours} ms   target < 20 ms"
+
+# Hostile input: peak RSS and wall time of the loader limits (bound: 64 MB each).
+hostile=$(mktemp -d)
+trap 'rm -rf "$hostile"' EXIT
+python3 bench/hostile.py "$hostile"
+rss() { # prints "peak-RSS-MB wall-s" of one run of "$@"
+  /usr/bin/time -f '%M %e' "$@" 2>&1 >/dev/null | tail -1 | awk '{printf "%.1f MB %6.2f s", $1/1024, $2}'
+}
+for f in alias_bytes alias_count nodes_10000; do
+  printf '%-32s peak RSS, wall: %s   bound <= 64 MB\n' "$f.yaml" "$(rss "$bin" validate "$hostile/$f.yaml")"
+done
+# Time linear in nodes + variants: 3,000 nodes x 3,000 variants (2 min 21 s when the issue was filed).
+printf '%-32s peak RSS, wall: %s   (was 141 s)\n' "nodes_3000_variants_3000.yaml" \
+  "$(rss "$bin" validate "$hostile/nodes_3000_variants_3000.yaml")"
 
 py=${PYTHON:-python3}
 if [ -x .venv-bench/bin/python ]; then py=.venv-bench/bin/python; fi

@@ -4,6 +4,7 @@
 mod providers_support;
 mod runtime_support;
 
+mod bound_props;
 mod cassette;
 mod cassette_cli;
 mod cassette_openai;
@@ -30,12 +31,14 @@ mod redirects;
 mod retries_cli;
 mod retrieval;
 mod retrieval_cli;
+mod root_cli;
 mod run_outputs_cli;
 mod runtime;
 mod runtime_cli;
 mod runtime_undefined;
 mod rustc_cli;
 mod spec_schema;
+mod spec_words;
 mod terminal_escape;
 mod typecheck;
 mod websearch;

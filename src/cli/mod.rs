@@ -28,6 +28,10 @@ pub const EXIT_USAGE: u8 = 2;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Accept a spec whose `root` lies outside the current directory and the spec's
+    /// own directory (and their git work trees).
+    #[arg(long, global = true)]
+    allow_outside_root: bool,
 }
 
 #[derive(Subcommand)]
@@ -58,6 +62,7 @@ pub fn main() -> ExitCode {
             };
         }
     };
+    ragloop::spec::load::set_allow_outside_root(cli.allow_outside_root);
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Graph(args) => graph::run(args),

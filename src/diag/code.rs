@@ -158,9 +158,11 @@ codes! {
     Unreachable = "E052", "unreachable node";
     /// `END` cannot be reached from a node: once entered, the run could never finish.
     DeadEnd = "E053", "node cannot reach END";
-    /// A cycle in the graph has no bound: no node on it has `max_visits`, and no branch
-    /// on it tests a counter that a node on it increments. Such a loop is stopped only
-    /// by the global step limit.
+    /// A cycle in the graph has no bound: no node on it has `max_visits`, and it passes
+    /// no arm that the check can prove impossible once a counter (or a flag) that a node
+    /// on it moves has passed its bound. Such a loop is stopped only by the global step
+    /// limit. The exact rule, with accepted and rejected shapes, is "Bounded cycles" in
+    /// docs/spec.md.
     UnboundedCycle = "E054", "unbounded cycle";
 
     /// A variant overlay names a path whose parent does not exist in the spec (or a
@@ -178,6 +180,15 @@ codes! {
     /// variable is set is not checked here: `ragloop run` reports a missing key
     /// before the run starts.
     ModelConfig = "E071", "model config unusable with its provider";
+    /// One variant's `set` names a path and a path inside it (`retrievers.book` and
+    /// `retrievers.book.top_k`): one value would silently replace part of the other,
+    /// depending on the order. Set the inner value inside the outer one instead.
+    VariantOverlap = "E072", "variant sets overlapping paths";
+    /// The spec's `root` lies outside the directory ragloop runs in and outside the
+    /// spec file's own directory (and the git work trees holding them): `root: /` would
+    /// let a spec checked in CI read, and quote in error excerpts, any file of the
+    /// machine. `--allow-outside-root` (on `validate`, `run`, `eval`, `graph`) lifts it.
+    RootOutside = "E073", "project root outside the working tree";
 
     /// A template, predicate or expression reads a property that the JSON Schema of
     /// its value does not declare, at any depth (`answer_grade.grounde`,
@@ -217,6 +228,13 @@ codes! {
     /// The spec names no `output.answer` field, so no run can end with status
     /// `generated`: every run that reaches END counts as `exhausted`.
     NoAnswerField = "W002", "no output.answer";
+    /// A branch arm's `when` is always true (it reads no state field and is truthy:
+    /// `"true"`, `"1 == 1"`, `"'yes'"`), so every later arm of the branch, the `else`
+    /// included, is never taken. The warning names the nodes that become unreachable
+    /// through it; when a later `when` arm exists, its W001 says so instead (one
+    /// warning per fault). A YAML boolean (`when: true`, unquoted) is a type error (E004) with a
+    /// hint to quote it.
+    DeadArms = "W003", "always-true arm makes later arms dead";
     /// A template reads a name that a `{% set %}` defines in only some branches of an
     /// `{% if %}` before it: when another branch ran, the render fails on the
     /// undefined name. Set it before the `{% if %}` or in every branch.

@@ -1,6 +1,6 @@
 //! Graph algorithms behind the reachability and cycle checks. Pure functions over a
 //! petgraph graph, so property tests can compare them with naive implementations.
-use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 
@@ -103,6 +103,88 @@ pub fn unbounded_cycle_in<N, E>(
         }
         if let Some(c) = find_cycle(g, &removed) {
             return Some(c);
+        }
+    }
+    None
+}
+
+/// Something that bounds every cycle passing through one of `progress` and one of
+/// `guarded`: a counter, with the nodes that move it (`progress`) and the edges that can
+/// only be taken while it is below its bound (`guarded`).
+#[derive(Clone, Debug, Default)]
+pub struct EdgeBound {
+    /// Nodes whose update moves the counter towards its bound.
+    pub progress: Vec<NodeIndex>,
+    /// Edges that cannot be taken once the counter is past its bound.
+    pub guarded: Vec<EdgeIndex>,
+}
+
+/// Finds a cycle that is not bounded: one that avoids every node marked in `limited`
+/// (a node with `max_visits`) and, for every bound, avoids all of its `progress`
+/// nodes or all of its `guarded` edges. `None` when every cycle is bounded.
+///
+/// Sound for infinite runs, not only simple cycles: the nodes and edges a run uses
+/// infinitely often form a strongly connected subgraph, which contains a simple cycle;
+/// if that cycle is bounded, the subgraph uses a limited node infinitely often, or
+/// moves a counter infinitely often while taking an edge its bound forbids.
+///
+/// Each strongly connected component is searched with only the bounds that lie in it,
+/// trying for each of them (at most [`MAX_COUNTERS`] per component; further ones are
+/// ignored, which can only report more cycles) both ways to avoid it.
+pub fn unbounded_cycle_edges<N, E>(
+    g: &DiGraph<N, E>,
+    limited: &[bool],
+    bounds: &[EdgeBound],
+) -> Option<Vec<NodeIndex>> {
+    let n = g.node_count();
+    let is_limited = |ix: NodeIndex| limited.get(ix.index()).copied().unwrap_or(false);
+    let base = g.filter_map(|ix, _| (!is_limited(ix)).then_some(ix), |e, _| Some(e));
+    for scc in petgraph::algo::tarjan_scc(&base) {
+        let self_loop = scc.len() == 1 && base.find_edge(scc[0], scc[0]).is_some();
+        if scc.len() < 2 && !self_loop {
+            continue;
+        }
+        let mut member = vec![false; n];
+        for &ix in &scc {
+            member[base[ix].index()] = true;
+        }
+        let inside = |ix: NodeIndex| member.get(ix.index()).copied().unwrap_or(false);
+        let local: Vec<&EdgeBound> = bounds
+            .iter()
+            .filter(|b| {
+                b.progress.iter().any(|&p| inside(p))
+                    && b.guarded.iter().any(|&e| {
+                        g.edge_endpoints(e)
+                            .is_some_and(|(s, t)| inside(s) && inside(t))
+                    })
+            })
+            .take(MAX_COUNTERS)
+            .collect();
+        for choice in 0u32..(1u32 << local.len()) {
+            let mut drop_node = vec![false; n];
+            let mut drop_edge = vec![false; g.edge_count()];
+            for (i, b) in local.iter().enumerate() {
+                if choice & (1 << i) == 0 {
+                    for p in &b.progress {
+                        if let Some(d) = drop_node.get_mut(p.index()) {
+                            *d = true;
+                        }
+                    }
+                } else {
+                    for e in &b.guarded {
+                        if let Some(d) = drop_edge.get_mut(e.index()) {
+                            *d = true;
+                        }
+                    }
+                }
+            }
+            let sub = g.filter_map(
+                |ix, _| (inside(ix) && !drop_node[ix.index()]).then_some(ix),
+                |e, _| (!drop_edge[e.index()]).then_some(()),
+            );
+            if let Some(c) = find_cycle(&sub, &vec![false; sub.node_count()]) {
+                return Some(c.into_iter().map(|ix| sub[ix]).collect());
+            }
         }
     }
     None

@@ -285,6 +285,11 @@ fn load_spec_file(
         )
         .at(spans.value("/root").or(Some(Span::file_start(file))))]
     })?;
+    if let Err(d) = confine_root(&root, dir, root_rel) {
+        return Err(vec![
+            d.at(spans.value("/root").or(Some(Span::file_start(file))))
+        ]);
+    }
     Ok(LoadedSpec {
         path: path.to_path_buf(),
         file,
@@ -294,6 +299,58 @@ fn load_spec_file(
         root,
         variant: None,
     })
+}
+
+static ALLOW_OUTSIDE_ROOT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Lets specs put their `root` outside the allowed region (the CLI's
+/// `--allow-outside-root`); process-wide, off by default.
+pub fn set_allow_outside_root(allow: bool) {
+    ALLOW_OUTSIDE_ROOT.store(allow, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The git work tree holding `dir` (the nearest ancestor with a `.git` entry), else
+/// `dir` itself; canonical.
+fn work_tree(dir: &Path) -> Option<PathBuf> {
+    let dir = dir.canonicalize().ok()?;
+    let top = dir
+        .ancestors()
+        .find(|a| a.join(".git").exists())
+        .map(Path::to_path_buf);
+    Some(top.unwrap_or(dir))
+}
+
+/// Root confinement: a spec's project root must lie inside the directory ragloop runs
+/// in or the spec file's directory, or the git work tree holding either, unless
+/// [`set_allow_outside_root`] allowed it. Since every file a spec names is resolved
+/// under its root ([`resolve_under`]), no file outside these trees is read, so none is
+/// quoted in an error excerpt either.
+///
+/// # Errors
+/// [`Code::RootOutside`], naming the resolved root and the allowed trees.
+fn confine_root(root: &Path, spec_dir: &Path, root_rel: &str) -> Result<(), Diagnostic> {
+    if ALLOW_OUTSIDE_ROOT.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    static CWD_TREE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let cwd = CWD_TREE.get_or_init(|| std::env::current_dir().ok().and_then(|d| work_tree(&d)));
+    let spec_tree = work_tree(spec_dir);
+    let mut allowed: Vec<&PathBuf> = cwd.iter().chain(spec_tree.iter()).collect();
+    allowed.dedup();
+    if allowed.iter().any(|a| root.starts_with(a)) {
+        return Ok(());
+    }
+    let trees: Vec<String> = allowed.iter().map(|a| a.display().to_string()).collect();
+    Err(Diagnostic::new(
+        Code::RootOutside,
+        format!(
+            "project root `{root_rel}` is {}, outside the directory ragloop runs in and the spec's own tree ({})",
+            root.display(),
+            trees.join(", ")
+        ),
+    )
+    .help("keep `root` inside the project (a CI job would otherwise let a spec read any file); pass --allow-outside-root if this is intended"))
 }
 
 /// Types a raw spec value. Used for the base spec and for each variant's merged spec.
@@ -356,7 +413,23 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
                     })
                     .collect();
                 let (msg, segments) = refine_untagged(err.inner().to_string(), segments, &work);
-                let (diag, cut) = classify(msg, &segments, spans);
+                let (mut diag, cut) = match super::words::rewrite(&msg, &segments, &work) {
+                    Some(words) => (
+                        Diagnostic::new(Code::WrongType, words)
+                            .at(spans.value(&yaml::pointer(&segments))),
+                        None,
+                    ),
+                    None => classify(msg, &segments, spans),
+                };
+                if segments.last().is_some_and(|s| s == "when")
+                    && work
+                        .pointer(&yaml::pointer(&segments))
+                        .is_some_and(Value::is_boolean)
+                {
+                    diag = diag.help(
+                        "a YAML `true`/`false` is a boolean, a predicate is an expression: quote it (`when: \"true\"`), or better, test a state field",
+                    );
+                }
                 diags.push(diag.at_default(file));
                 // Drop the faulty entry and retry, to find faults in the other entries.
                 if !cut_entry(&mut work, &segments, cut) {

@@ -5,6 +5,7 @@ pub mod overlay;
 pub mod retriever;
 pub mod source;
 pub mod types;
+mod words;
 pub mod yaml;
 
 pub use load::{load_spec, load_spec_str, LoadedSpec};

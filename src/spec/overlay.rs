@@ -29,9 +29,27 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
             format!("no variant named `{name}`"),
         ))]);
     };
-    let mut raw = base.raw.clone();
+    let mut diags: Vec<Diagnostic> = overlapping(&variant.set)
+        .into_iter()
+        .map(|(outer, inner)| {
+            let set_ptr = |p: &str| {
+                format!("{}/{}", pointer(&["variants", name, "set"]), escape_segment(p))
+            };
+            tag(Diagnostic::new(
+                Code::VariantOverlap,
+                format!(
+                    "variant `{name}` sets both `{outer}` and `{inner}`, which lies inside it: one would silently replace the other"
+                ),
+            )
+            .at(base.spans.key(&set_ptr(inner)))
+            .label(base.spans.key(&set_ptr(outer)), format!("`{outer}` set here")))
+        })
+        .collect();
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let mut raw = without_variants(&base.raw);
     let mut spans = base.spans.clone();
-    let mut diags = Vec::new();
     for (path, value) in &variant.set {
         let set_ptr = format!(
             "{}/{}",
@@ -78,13 +96,49 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
     }
     let spec =
         typed(&raw, &spans, base.file).map_err(|ds| ds.into_iter().map(tag).collect::<Vec<_>>())?;
+    // Field by field: `..base.clone()` would copy the whole base spec (raw value,
+    // spans, typed spec with every variant) once per variant, quadratic in variants.
     Ok(LoadedSpec {
+        path: base.path.clone(),
+        file: base.file,
         raw,
         spans,
         spec,
+        root: base.root.clone(),
         variant: Some(name.to_string()),
-        ..base.clone()
     })
+}
+
+/// The spec's value without its `variants` section. A variant cannot change that
+/// section (E060), and typing it again for every variant made validation quadratic
+/// in the number of variants; the merged spec's `variants` is therefore empty (the
+/// base spec lists them).
+fn without_variants(raw: &Value) -> Value {
+    match raw {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "variants")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Pairs `(outer, inner)` of paths of one `set` where `inner` lies inside `outer`
+/// (`retrievers.book` and `retrievers.book.top_k`). Linear in the total length of the
+/// paths: each path's proper prefixes are looked up in a set.
+fn overlapping(set: &indexmap::IndexMap<String, Value>) -> Vec<(&str, &str)> {
+    let all: std::collections::HashSet<&str> = set.keys().map(String::as_str).collect();
+    let mut out = Vec::new();
+    for path in set.keys() {
+        for (i, _) in path.match_indices('.') {
+            if let Some(outer) = all.get(&path[..i]) {
+                out.push((*outer, path.as_str()));
+            }
+        }
+    }
+    out
 }
 
 /// One command-line override `PATH=VALUE`, parsed ([`parse_override`]).

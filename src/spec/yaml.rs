@@ -6,8 +6,11 @@
 //! - YAML 1.2 core schema for plain scalars: only `true`/`false` (any case variant the
 //!   core schema allows) are booleans, so `yes`, `no`, `on`, `off` stay strings.
 //! - Duplicate keys are an error ([`Code::DuplicateKey`]); keys must be scalars.
-//! - Anchors and aliases are expanded, with a cap on the total number of values
-//!   ([`Limits::max_values`]) so an "aliases bomb" fails fast instead of exhausting memory.
+//! - Anchors and aliases are expanded, with caps on the values and on the bytes that
+//!   aliases add ([`Limits::max_values`], [`Limits::max_alias_bytes`]), checked before
+//!   each alias is copied, so an "aliases bomb" fails fast instead of exhausting memory.
+//!   A document that has too many values without any alias gets a message of its own,
+//!   at the value that crossed the limit.
 //! - One document per file; custom tags are refused.
 use super::source::{FileId, Span};
 use crate::diag::{Code, Diagnostic};
@@ -22,9 +25,16 @@ pub struct Limits {
     pub max_bytes: usize,
     /// Deepest accepted nesting of sequences and mappings (default 64).
     pub max_depth: usize,
-    /// Most values after alias expansion (default 200 000).
+    /// Most values (mappings, lists, scalars) after alias expansion (default 200 000).
     pub max_values: usize,
+    /// Most bytes that alias expansion may add: the text of the scalars and keys an
+    /// alias copies, plus [`VALUE_OVERHEAD`] per value (default 8 MiB).
+    pub max_alias_bytes: usize,
 }
+
+/// Bytes counted per value on top of its text, for [`Limits::max_alias_bytes`] (about
+/// what a value costs in memory besides its text).
+pub const VALUE_OVERHEAD: usize = 16;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -32,6 +42,7 @@ impl Default for Limits {
             max_bytes: 2 * 1024 * 1024,
             max_depth: 64,
             max_values: 200_000,
+            max_alias_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -126,7 +137,10 @@ impl SpanIndex {
 struct Node {
     kind: Kind,
     span: Span,
+    /// Values in this node, itself included.
     size: usize,
+    /// Its text (scalars and keys) plus [`VALUE_OVERHEAD`] per value.
+    bytes: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -201,7 +215,10 @@ pub fn parse(
     let mut anchors: HashMap<usize, Node> = HashMap::new();
     let mut root: Option<Node> = None;
     let mut documents = 0usize;
-    let mut total = 0usize;
+    // Values seen in the text, and values and bytes added by aliases.
+    let mut plain = 0usize;
+    let mut aliased = 0usize;
+    let mut aliased_bytes = 0usize;
 
     for ev in Parser::new_from_str(text) {
         let (event, yspan) = match ev {
@@ -248,6 +265,7 @@ pub fn parse(
             }
             Event::SequenceStart(anchor, tag) => {
                 check_tag(tag.as_deref(), &["seq"], span, &mut diags);
+                count_value(&mut plain, aliased, limits, span, &mut diags)?;
                 if stack.len() >= limits.max_depth {
                     return Err(too_deep(limits, span, diags));
                 }
@@ -260,6 +278,7 @@ pub fn parse(
             }
             Event::MappingStart(anchor, tag) => {
                 check_tag(tag.as_deref(), &["map"], span, &mut diags);
+                count_value(&mut plain, aliased, limits, span, &mut diags)?;
                 if stack.len() >= limits.max_depth {
                     return Err(too_deep(limits, span, diags));
                 }
@@ -278,10 +297,12 @@ pub fn parse(
                     anchor,
                 }) => {
                     let size = 1 + items.iter().map(|n| n.size).sum::<usize>();
+                    let bytes = VALUE_OVERHEAD + items.iter().map(|n| n.bytes).sum::<usize>();
                     let node = Node {
                         kind: Kind::Seq(items),
                         span: join(start, span),
                         size,
+                        bytes,
                     };
                     remember(&mut anchors, anchor, &node);
                     node
@@ -296,10 +317,16 @@ pub fn parse(
                     ..
                 }) => {
                     let size = 1 + entries.iter().map(|(_, _, n)| n.size).sum::<usize>();
+                    let bytes = VALUE_OVERHEAD
+                        + entries
+                            .iter()
+                            .map(|(k, _, n)| k.len() + n.bytes)
+                            .sum::<usize>();
                     let node = Node {
                         kind: Kind::Map(entries),
                         span: join(start, span),
                         size,
+                        bytes,
                     };
                     remember(&mut anchors, anchor, &node);
                     node
@@ -308,6 +335,26 @@ pub fn parse(
             },
             Event::Alias(id) => match anchors.get(&id) {
                 Some(n) => {
+                    // Checked before the copy is made.
+                    aliased += n.size;
+                    aliased_bytes += n.bytes;
+                    if plain + aliased > limits.max_values || aliased_bytes > limits.max_alias_bytes
+                    {
+                        let what = if aliased_bytes > limits.max_alias_bytes {
+                            format!("more than {} bytes", limits.max_alias_bytes)
+                        } else {
+                            format!("more than {} values", limits.max_values)
+                        };
+                        diags.push(
+                            Diagnostic::new(
+                                Code::TooLarge,
+                                format!("anchors and aliases expand the document to {what}"),
+                            )
+                            .at(Some(span))
+                            .help("write the repeated value out, or repeat it fewer times"),
+                        );
+                        return Err(diags);
+                    }
                     let mut n = n.clone();
                     n.span = span;
                     n
@@ -321,30 +368,22 @@ pub fn parse(
                 }
             },
             Event::Scalar(text, style, anchor, tag) => {
+                count_value(&mut plain, aliased, limits, span, &mut diags)?;
                 let value = match resolve_scalar(&text, style, tag.as_deref(), span, &mut diags) {
                     Some(v) => v,
                     None => Value::Null,
                 };
+                let bytes = VALUE_OVERHEAD + text.len();
                 let node = Node {
                     kind: Kind::Scalar(value),
                     span,
                     size: 1,
+                    bytes,
                 };
                 remember(&mut anchors, anchor, &node);
                 node
             }
         };
-        total += node.size;
-        if total > limits.max_values {
-            diags.push(
-                Diagnostic::new(
-                    Code::TooLarge,
-                    format!("the document expands to more than {} values (anchors and aliases included)", limits.max_values),
-                )
-                .at(Some(span)),
-            );
-            return Err(diags);
-        }
         // Attach the finished node to its parent.
         match stack.last_mut() {
             None => root = Some(node),
@@ -399,6 +438,38 @@ pub fn parse(
     let mut index = SpanIndex::default();
     let value = to_json(root, String::new(), None, &mut index);
     Ok((value, index))
+}
+
+/// Counts one value written in the text; past the limit, the error names the
+/// document's own size when no alias contributed, else the expansion.
+fn count_value(
+    plain: &mut usize,
+    aliased: usize,
+    limits: &Limits,
+    span: Span,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(), Vec<Diagnostic>> {
+    *plain += 1;
+    if *plain + aliased <= limits.max_values {
+        return Ok(());
+    }
+    let msg = if aliased == 0 {
+        format!(
+            "the document has more than {} values (mappings, lists and scalars); the limit is {}",
+            limits.max_values, limits.max_values
+        )
+    } else {
+        format!(
+            "anchors and aliases expand the document to more than {} values",
+            limits.max_values
+        )
+    };
+    diags.push(
+        Diagnostic::new(Code::TooLarge, msg)
+            .at(Some(span))
+            .help("split the spec, or use fewer nodes and variants"),
+    );
+    Err(std::mem::take(diags))
 }
 
 fn too_deep(limits: &Limits, span: Span, mut diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
@@ -594,6 +665,50 @@ mod tests {
 
     fn p(text: &str) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
         parse(text, FileId(0), &Limits::default())
+    }
+
+    #[test]
+    fn alias_expansion_is_budgeted_in_bytes() {
+        // One 1 MB scalar aliased 1,000 times: refused at the alias that crosses the
+        // byte budget, long before 1 GB is copied.
+        let big = "x".repeat(1024 * 1024 - 100);
+        let aliases = vec!["*big"; 1000].join(", ");
+        let text = format!("big: &big \"{big}\"\nlist: [{aliases}]\n");
+        let err = p(&text).unwrap_err();
+        assert_eq!(err[0].code, Code::TooLarge);
+        assert!(err[0].message.contains("bytes"), "{}", err[0].message);
+        let at = err[0].span.unwrap();
+        assert_eq!(at.line, 2);
+        // The 9th alias crosses 8 MiB (each copies about 1 MiB).
+        assert_eq!(at.col as usize, "list: [".len() + 8 * "*big, ".len() + 1);
+    }
+
+    #[test]
+    fn many_values_without_aliases_have_their_own_message_at_a_real_line() {
+        let limits = Limits {
+            max_values: 50,
+            ..Limits::default()
+        };
+        let text: String = (0..40).map(|i| format!("n{i}: {{a: 1}}\n")).collect();
+        let err = parse(&text, FileId(0), &limits).unwrap_err();
+        assert!(
+            err[0]
+                .message
+                .contains("the document has more than 50 values")
+                && !err[0].message.contains("alias"),
+            "{}",
+            err[0].message
+        );
+        let line = err[0].span.unwrap().line;
+        assert!((1..=40).contains(&line), "line {line}");
+        // Every value (keys included) is counted once, however deep: the root, and per
+        // entry its key, the mapping, `a` and `1`: 1 + 40 × 4 = 161.
+        let limits = |max_values| Limits {
+            max_values,
+            ..Limits::default()
+        };
+        assert!(parse(&text, FileId(0), &limits(161)).is_ok());
+        assert!(parse(&text, FileId(0), &limits(160)).is_err());
     }
 
     #[test]

@@ -1,25 +1,35 @@
 //! Graph checks: every node reachable from the entry, END reachable from every node,
-//! every cycle bounded.
+//! every cycle bounded (E054), and arms made dead by an always-true arm (W003).
 //!
-//! A cycle is bounded when a node on it has `max_visits`, or when it passes through
-//! a node that increments a counter field and through a guard of that counter. A
-//! counter is a field that a node updates with the `add` reducer and a positive
-//! number, with `field + N` (N ≥ 1), or with the `append` reducer, and that no node of
-//! the same strongly connected component writes otherwise (a reset). A guard is a
-//! branch arm comparing the counter in exit form (`n >= max`) whose target leaves the
-//! component, or in continue form (`n < max`) whose target stays, with a later arm
-//! that leaves. Seed 004's `grade_answer -> generate` retry passes through no counter
-//! update, so it is unbounded; graphs/crag.yaml bounds it.
+//! The bound rule (documented with examples in docs/spec.md, "Bounded cycles"): a cycle
+//! is bounded when it passes a node with `max_visits`, or when it passes a node that
+//! moves a *monotone* field and an arm that cannot be chosen once that field has moved
+//! far enough. Within the cycle's strongly connected component (SCC), a field is
+//! monotone when every node of the component that writes it writes
+//! - a **counter** step: `add` reducer with a number literal of one sign, `replace`
+//!   with `field + N` / `field - N`, or `append` of a value that is never an array
+//!   (the counter is then `field | length`); or
+//! - a **latch**: `replace` with one and the same literal (`escalated: true`).
+//!
+//! A counter that keeps moving passes every constant: a number literal, or a state
+//! field whose schema type is `integer` or `number` and that no node of the component
+//! writes. A latch, once set, keeps its value. An arm is *guarded* by the field when
+//! "this arm is chosen" (every earlier `when` false, its own true) is unsatisfiable with
+//! the counter past every constant (or the latch set) and every other atom of the
+//! predicates a free boolean ([`super::guard`]). A run that goes round such a cycle
+//! forever would move the field infinitely often and still take the guarded arm.
+use super::guard::{self, Assume, Known, Pred, Term};
+use super::StateInfo;
 use crate::diag::{Code, Diagnostic};
-use crate::graph::analysis::{reachable_from, reaching, unbounded_cycle_in, Counter};
+use crate::graph::analysis::{reachable_from, reaching, unbounded_cycle_edges, EdgeBound};
 use crate::graph::Topology;
-use crate::spec::types::{Edge, Reducer};
+use crate::spec::types::{Arm, Edge, Reducer};
 use crate::spec::LoadedSpec;
-use petgraph::graph::NodeIndex;
+use petgraph::graph::{EdgeIndex, NodeIndex};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
+pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnostic>) {
     let spec = &ls.spec;
     let topo = Topology::build(spec);
     let Some(entry) = topo.entry else { return };
@@ -46,7 +56,27 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             );
         }
     }
-    if let Some(cycle) = unbounded_cycle(ls, &topo) {
+    super::arms::check(ls, &topo, diags);
+    // A predicate or update that does not compile, reads an unknown name or is
+    // mistyped (E082-E085: its value is not what it reads like) is reported already;
+    // reasoning over it would add a follow-on E054.
+    let unparsed = diags.iter().any(|d| {
+        matches!(
+            d.code,
+            Code::PredicateSyntax
+                | Code::PredicateUnknownVar
+                | Code::ExpressionSyntax
+                | Code::ExpressionUnknownVar
+                | Code::UnknownAttribute
+                | Code::EnumLiteral
+                | Code::IncompatibleOperands
+                | Code::UpdateType
+        )
+    });
+    if unparsed {
+        return;
+    }
+    if let Some(cycle) = unbounded_cycle(ls, &topo, state) {
         let cycle = rotate_to_back_edge(&topo, cycle);
         let names: Vec<&str> = cycle.iter().map(|&ix| topo.name(ix)).collect();
         let closing = closing_edge(&topo, &cycle);
@@ -56,7 +86,7 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
         diags.push(
             Diagnostic::new(Code::UnboundedCycle, format!("unbounded cycle {path}: nothing on it limits how often it repeats"))
                 .at(closing.and_then(|ptr| ls.spans.value(&ptr)).or(ls.key_span(&["nodes", names[0]])))
-                .help("set `max_visits` on a node of the cycle, or route out of it on a counter that a node of the cycle increments"),
+                .help("set `max_visits` on a node of the cycle, or make staying on it require a counter that a node of the cycle increments to be below a bound (see \"Bounded cycles\" in docs/spec.md)"),
         );
     }
 }
@@ -87,244 +117,189 @@ fn rotate_to_back_edge(topo: &Topology, mut cycle: Vec<NodeIndex>) -> Vec<NodeIn
 /// The pointer of the edge that leads from the cycle's last node back to its first.
 fn closing_edge(topo: &Topology, cycle: &[NodeIndex]) -> Option<String> {
     let (&last, &first) = (cycle.last()?, cycle.first()?);
+    // The first arm that leads back (the one that keeps the loop going first).
     topo.graph
         .edges_connecting(last, first)
-        .next()
+        .min_by_key(|e| e.weight().arm)
         .map(|e| e.weight().ptr.clone())
 }
 
+/// How a field moves within one strongly connected component.
+#[derive(Clone, Debug, PartialEq)]
+enum Motion {
+    /// A counter: the term grows (`+1`) or shrinks (`-1`) at every write.
+    Counter(Term, i8),
+    /// A latch: every write sets this value.
+    Latch(serde_json::Value),
+}
+
+/// How one write moves `field`, when it is monotone.
+fn motion(field: &str, expr: &Value, reducer: Reducer) -> Option<Motion> {
+    let sign = |x: f64| {
+        if x > 0.0 {
+            Some(1)
+        } else if x < 0.0 {
+            Some(-1)
+        } else {
+            None
+        }
+    };
+    match reducer {
+        Reducer::Add => guard::literal_number(expr)
+            .and_then(sign)
+            .map(|s| Motion::Counter(Term::Field(field.into()), s)),
+        Reducer::Append => {
+            guard::never_array(expr).then(|| Motion::Counter(Term::Len(field.into()), 1))
+        }
+        Reducer::Replace => {
+            if let Some(v) = guard::literal_value(expr) {
+                return Some(Motion::Latch(v));
+            }
+            let Value::String(s) = expr else { return None };
+            guard::self_step(field, s)
+                .and_then(sign)
+                .map(|s| Motion::Counter(Term::Field(field.into()), s))
+        }
+        Reducer::Merge => None,
+    }
+}
+
+/// The nodes of one component that write a field, and how each write moves it.
+type Writes = (Vec<NodeIndex>, Vec<Option<Motion>>);
+
 /// Finds a cycle that no bound covers (see the module docs).
-pub(crate) fn unbounded_cycle(ls: &LoadedSpec, topo: &Topology) -> Option<Vec<NodeIndex>> {
+pub(crate) fn unbounded_cycle(
+    ls: &LoadedSpec,
+    topo: &Topology,
+    state: &StateInfo,
+) -> Option<Vec<NodeIndex>> {
     let spec = &ls.spec;
     let n = topo.graph.node_count();
-    // `removed` marks nodes no unbounded cycle can use: END and visit-limited nodes.
-    let mut removed = vec![false; n];
-    removed[topo.end.index()] = true;
+    let mut limited = vec![false; n];
+    limited[topo.end.index()] = true;
     for (name, &ix) in &topo.index {
         if spec.nodes[name].max_visits().is_some() {
-            removed[ix.index()] = true;
+            limited[ix.index()] = true;
         }
     }
-    // Strongly connected components of the whole graph: a guard must lead out of
-    // its component (or keep going round only while the counter is below its bound
-    // and offer another arm that leaves).
     let mut scc_of = vec![usize::MAX; n];
-    for (k, scc) in petgraph::algo::tarjan_scc(&topo.graph)
-        .into_iter()
-        .enumerate()
-    {
+    let sccs = petgraph::algo::tarjan_scc(&topo.graph);
+    for (k, scc) in sccs.iter().enumerate() {
         for ix in scc {
             scc_of[ix.index()] = k;
         }
     }
-    let target_ix = |name: &str| {
-        if name == crate::graph::END {
-            Some(topo.end)
-        } else {
-            topo.index.get(name).copied()
-        }
-    };
-    // counter field -> (nodes incrementing it, branch nodes testing it)
-    let mut counters: BTreeMap<String, (Vec<NodeIndex>, Vec<NodeIndex>)> = BTreeMap::new();
-    let mut resetters: BTreeMap<String, Vec<NodeIndex>> = BTreeMap::new();
+    // Per component: field -> (writers, motions of the writes).
+    let mut writes: Vec<BTreeMap<&str, Writes>> = vec![BTreeMap::new(); sccs.len()];
     for (name, node) in &spec.nodes {
         let ix = topo.index[name];
         for (field, expr) in node.update() {
             let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
-            if increments(field, expr, reducer) {
-                counters.entry(field.clone()).or_default().0.push(ix);
-            } else {
-                resetters.entry(field.clone()).or_default().push(ix);
-            }
+            let e = writes[scc_of[ix.index()]]
+                .entry(field.as_str())
+                .or_default();
+            e.0.push(ix);
+            e.1.push(motion(field, expr, reducer));
         }
     }
-    // A counter that a node of the same component may set back cannot bound it
-    // (conservative: the reset may sit on another cycle of the component).
-    counters.retain(|field, (inc, _)| {
-        let resets = resetters.get(field).map(Vec::as_slice).unwrap_or(&[]);
-        !resets
-            .iter()
-            .any(|r| inc.iter().any(|i| scc_of[i.index()] == scc_of[r.index()]))
-    });
-    for (from, edge) in &spec.edges {
-        let (Edge::Branch(arms), Some(&ix)) = (edge, topo.index.get(from)) else {
+    let numeric = |f: &str| {
+        state.known
+            && state.fields.get(f).is_some_and(|schema| {
+                matches!(
+                    schema.get("type").and_then(Value::as_str),
+                    Some("integer" | "number")
+                )
+            })
+    };
+    // Edge of each (branch node, arm).
+    let mut arm_edge: BTreeMap<(NodeIndex, usize), EdgeIndex> = BTreeMap::new();
+    for e in topo.graph.edge_indices() {
+        if let (Some((src, _)), Some(arm)) = (topo.graph.edge_endpoints(e), topo.graph[e].arm) {
+            arm_edge.insert((src, arm), e);
+        }
+    }
+    let mut bounds = Vec::new();
+    for (k, scc) in sccs.iter().enumerate() {
+        let cyclic = scc.len() > 1 || topo.graph.find_edge(scc[0], scc[0]).is_some();
+        if !cyclic {
             continue;
-        };
-        let here = scc_of[ix.index()];
-        let target_of = |arm: &crate::spec::types::Arm| {
-            arm.to
-                .as_deref()
-                .or(arm.otherwise.as_deref())
-                .and_then(target_ix)
-        };
-        let leaves = |t: Option<NodeIndex>| t.is_some_and(|t| scc_of[t.index()] != here);
-        for (i, arm) in arms.iter().enumerate() {
-            let Some(when) = &arm.when else { continue };
-            let target = target_of(arm);
-            for (field, exit_form) in comparisons(when) {
-                let guards = if exit_form {
-                    // `n >= max -> out`: the arm itself leaves the loop.
-                    leaves(target)
-                } else {
-                    // `n < max -> again`: stays in, and a later arm leaves.
-                    !leaves(target) && arms[i + 1..].iter().any(|a| leaves(target_of(a)))
+        }
+        let constants: Vec<String> = state
+            .fields
+            .keys()
+            .filter(|f| numeric(f) && !writes[k].contains_key(f.as_str()))
+            .cloned()
+            .collect();
+        let monotone: Vec<(&str, &Vec<NodeIndex>, Motion)> = writes[k]
+            .iter()
+            .filter_map(|(field, (writers, motions))| {
+                let first = motions.first()?.clone()?;
+                motions
+                    .iter()
+                    .all(|m| m.as_ref() == Some(&first))
+                    .then_some((*field, writers, first))
+            })
+            .collect();
+        if monotone.is_empty() {
+            continue;
+        }
+        for &ix in scc {
+            let Some(Edge::Branch(arms)) = spec.edges.get(topo.name(ix)) else {
+                continue;
+            };
+            let preds: Vec<Option<Pred>> = arms
+                .iter()
+                .map(|a| a.when.as_deref().map(guard::parse))
+                .collect();
+            for (field, writers, m) in &monotone {
+                let known = match m {
+                    Motion::Counter(t, s) => (
+                        t.clone(),
+                        if *s > 0 {
+                            Known::PlusInf
+                        } else {
+                            Known::MinusInf
+                        },
+                    ),
+                    Motion::Latch(v) => (Term::Field(field.to_string()), Known::Scalar(v.clone())),
                 };
-                if guards {
-                    if let Some(entry) = counters.get_mut(&field) {
-                        entry.1.push(ix);
+                let assume = Assume {
+                    known: vec![known],
+                    constant_numbers: &constants,
+                };
+                let mut guarded = Vec::new();
+                for (i, arm) in arms.iter().enumerate() {
+                    let Some(&e) = arm_edge.get(&(ix, i)) else {
+                        continue;
+                    };
+                    if scc_of[topo.graph.edge_endpoints(e)?.1.index()] != k {
+                        continue;
                     }
+                    let earlier: Vec<Pred> = preds[..i].iter().flatten().cloned().collect();
+                    let chosen = guard::choice(
+                        &earlier,
+                        if is_else(arm) {
+                            None
+                        } else {
+                            preds[i].as_ref()
+                        },
+                    );
+                    if guard::satisfiable(&chosen, &assume) == Some(false) {
+                        guarded.push(e);
+                    }
+                }
+                if !guarded.is_empty() {
+                    bounds.push(EdgeBound {
+                        progress: writers.to_vec(),
+                        guarded,
+                    });
                 }
             }
         }
     }
-    let counters: Vec<Counter> = counters
-        .into_values()
-        .filter(|(inc, guard)| !inc.is_empty() && !guard.is_empty())
-        .map(|(incrementers, guards)| Counter {
-            incrementers,
-            guards,
-        })
-        .collect();
-    unbounded_cycle_in(&topo.graph, &removed, &counters)
+    unbounded_cycle_edges(&topo.graph, &limited, &bounds)
 }
 
-/// Whether an update of `field` by `expr` under `reducer` strictly grows a counter.
-fn increments(field: &str, expr: &Value, reducer: Reducer) -> bool {
-    match reducer {
-        Reducer::Append => true,
-        Reducer::Add => match expr {
-            Value::Number(n) => n.as_f64().is_some_and(|x| x > 0.0),
-            Value::String(s) => s.trim().parse::<f64>().is_ok_and(|x| x > 0.0),
-            _ => false,
-        },
-        Reducer::Replace => {
-            let Value::String(s) = expr else { return false };
-            let toks = tokens(s);
-            let t: Vec<&str> = toks.iter().map(String::as_str).collect();
-            let positive = |x: &str| x.parse::<f64>().is_ok_and(|v| v > 0.0);
-            matches!(t.as_slice(), [f, "+", n] if *f == field && positive(n))
-                || matches!(t.as_slice(), [n, "+", f] if *f == field && positive(n))
-        }
-        Reducer::Merge => false,
-    }
-}
-
-/// Fields a predicate compares with an order or equality operator, optionally
-/// through `| length`, and whether the comparison is in "exit form" — true once the
-/// counter has grown enough (`n >= max`, `n > max`, `n == max`, `max <= n`,
-/// `max < n`) — or in "continue form" — true while it is still small (`n < max`,
-/// `n <= max`, `max > n`, `max >= n`).
-pub(crate) fn comparisons(pred: &str) -> Vec<(String, bool)> {
-    let t = tokens(pred);
-    let mut out = Vec::new();
-    let is_ident = |s: &str| {
-        s.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-    };
-    for i in 0..t.len() {
-        // Skip attributes (`x.field`) and filter names (`x | length`).
-        if !is_ident(&t[i]) || (i > 0 && (t[i - 1] == "." || t[i - 1] == "|")) {
-            continue;
-        }
-        let mut j = i + 1;
-        if t.get(j).map(String::as_str) == Some("|")
-            && t.get(j + 1).map(String::as_str) == Some("length")
-        {
-            j += 2;
-        }
-        let after = t.get(j).map(String::as_str);
-        let before = if i > 0 { Some(t[i - 1].as_str()) } else { None };
-        match (after, before) {
-            (Some(">=" | ">" | "=="), _) | (_, Some("<=" | "<" | "==")) => {
-                out.push((t[i].clone(), true))
-            }
-            (Some("<=" | "<"), _) | (_, Some(">=" | ">")) => out.push((t[i].clone(), false)),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Names of the fields [`comparisons`] finds.
-#[cfg(test)]
-fn compared_fields(pred: &str) -> Vec<String> {
-    comparisons(pred).into_iter().map(|(f, _)| f).collect()
-}
-
-/// A small tokenizer for predicate analysis: identifiers, numbers, strings (kept
-/// whole) and operators.
-fn tokens(s: &str) -> Vec<String> {
-    let chars: Vec<char> = s.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-        } else if c.is_ascii_alphanumeric() || c == '_' {
-            let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_alphanumeric()
-                    || chars[i] == '_'
-                    || (chars[i] == '.' && chars[start].is_ascii_digit()))
-            {
-                i += 1;
-            }
-            out.push(chars[start..i].iter().collect());
-        } else if c == '"' || c == '\'' {
-            let start = i;
-            i += 1;
-            while i < chars.len() && chars[i] != c {
-                i += if chars[i] == '\\' { 2 } else { 1 };
-            }
-            i = (i + 1).min(chars.len());
-            out.push(chars[start..i].iter().collect());
-        } else {
-            let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
-            if matches!(two.as_str(), ">=" | "<=" | "==" | "!=") {
-                out.push(two);
-                i += 2;
-            } else {
-                out.push(c.to_string());
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn recognises_counters_and_guards() {
-        assert!(increments("n", &json!("n + 1"), Reducer::Replace));
-        assert!(increments("n", &json!("1+n"), Reducer::Replace));
-        assert!(!increments("n", &json!("n - 1"), Reducer::Replace));
-        assert!(!increments("n", &json!("m + 1"), Reducer::Replace));
-        assert!(increments("n", &json!(1), Reducer::Add));
-        assert!(!increments("n", &json!(-1), Reducer::Add));
-        assert!(increments("h", &json!("'x'"), Reducer::Append));
-        assert_eq!(
-            compared_fields("iteration_count >= max_iterations"),
-            vec!["iteration_count", "max_iterations"]
-        );
-        assert_eq!(
-            compared_fields("generations < max_generations and x"),
-            vec!["generations", "max_generations"]
-        );
-        assert_eq!(
-            compared_fields("3 <= iterations and not grounded"),
-            vec!["iterations"]
-        );
-        assert_eq!(compared_fields("history | length > 5"), vec!["history"]);
-        assert!(
-            compared_fields("a.b >= 3").is_empty(),
-            "attributes are not counters"
-        );
-        assert!(compared_fields("not relevant").is_empty());
-    }
+fn is_else(arm: &Arm) -> bool {
+    arm.when.is_none()
 }

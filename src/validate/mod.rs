@@ -5,7 +5,9 @@
 //! cycles) → every variant's merged spec through the same checks. Each stage collects
 //! all of its findings; the graph stage runs only when references resolved, so one
 //! typo does not cascade into a page of follow-on errors.
+mod arms;
 mod graph;
+mod guard;
 mod models;
 mod refs;
 mod retrieval;
@@ -223,7 +225,7 @@ pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Di
     let state = schemas::check(spec, sources, &mut diags);
     templates::check(spec, &state, sources, &mut diags);
     if refs_ok {
-        graph::check(spec, &mut diags);
+        graph::check(spec, &state, &mut diags);
     }
     diags
 }

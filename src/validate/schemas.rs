@@ -96,7 +96,9 @@ fn parse_schema_file(
     // `.json` files must be strict JSON (no trailing commas, comments or YAML); the
     // YAML parser then only supplies the spans.
     if rel.to_ascii_lowercase().ends_with(".json") {
-        if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+        // A UTF-8 byte order mark is accepted, as the YAML parser accepts it.
+        let json = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(json) {
             let at = Span::point(file, e.line().max(1) as u32, e.column().max(1) as u32);
             return Err(vec![Diagnostic::new(
                 Code::SchemaSyntax,
