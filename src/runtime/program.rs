@@ -1,8 +1,8 @@
 //! A spec compiled for running: templates, expressions and schemas compiled once,
 //! from the texts validation read ([`Inputs`]), edge targets resolved to indices of
 //! the spec's [`Topology`]. Built by [`crate::compile`]; the runtime only reads it.
-use super::expr::{Compiled, Engine, EngineBuilder, Expr};
-use super::state::SchemaCheck;
+use super::expr::{Compiled, Engine, EngineBuilder, Expr, ExprError};
+use super::state::{SchemaCheck, StateError};
 use crate::graph::Topology;
 use crate::spec::types::{
     LlmNode, ModelSpec, NodeSpec, Reducer, RetrieveNode, Spec, ToolNode, ToolSpec,
@@ -99,8 +99,8 @@ impl PromptPart {
     /// The prompt text for a scope.
     ///
     /// # Errors
-    /// The render error, as text.
-    pub fn render(&self, scope: &minijinja::value::Value) -> Result<String, String> {
+    /// The render error (see [`super::expr::render`]).
+    pub fn render(&self, scope: &minijinja::value::Value) -> Result<String, ExprError> {
         match self {
             PromptPart::Static(s) => Ok(s.clone()),
             PromptPart::Template(t) => super::expr::render(t, scope),
@@ -197,6 +197,99 @@ pub struct Program {
     pub max_steps: u32,
 }
 
+/// Why [`Program::compile`] failed (none of these happens to a spec that passed
+/// `validate`). `Display` is the message `run` and `eval` show.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    /// An edge arm names a node that does not exist.
+    #[error("edge of node `{from}` leads to unknown node `{to}`")]
+    UnknownTarget {
+        /// The node the edge leaves.
+        from: String,
+        /// The name it leads to.
+        to: String,
+    },
+    /// The state schema does not compile.
+    #[error("state schema: {0}")]
+    StateSchema(StateError),
+    /// A node's part does not compile.
+    #[error("node `{node}`: {fault}")]
+    Node {
+        /// The node's name.
+        node: String,
+        /// What is wrong with it.
+        fault: NodeFault,
+    },
+    /// The spec's `entry` is not a node.
+    #[error("entry node `{0}` does not exist")]
+    NoEntry(String),
+}
+
+/// What is wrong with one node (see [`ProgramError::Node`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeFault {
+    /// A prompt's text was not in the [`Inputs`] (`part`: `system` or `user`).
+    #[error("{0} prompt was not loaded")]
+    PromptNotLoaded(&'static str),
+    /// A template (`query`, `system`, `user`) does not compile.
+    #[error("{part} template: {error}")]
+    Template {
+        /// `query`, `system` or `user`.
+        part: String,
+        /// The syntax error.
+        error: ExprError,
+    },
+    /// A template added to the engine cannot be found again.
+    #[error("{0}")]
+    NoTemplate(ExprError),
+    /// The node names a model the spec does not declare.
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    /// An `inputs` value does not compile.
+    #[error("input `{input}`: {error}")]
+    Input {
+        /// The input's name.
+        input: String,
+        /// The syntax error.
+        error: ExprError,
+    },
+    /// The output schema was not in the [`Inputs`].
+    #[error("schema was not loaded")]
+    SchemaNotLoaded,
+    /// The output schema does not compile.
+    #[error("schema: {0}")]
+    Schema(StateError),
+    /// The node names a retriever the spec does not declare.
+    #[error("unknown retriever `{0}`")]
+    UnknownRetriever(String),
+    /// A map node without `over`.
+    #[error("a map node needs `over`")]
+    NoOver,
+    /// A map's `over` does not compile.
+    #[error("over: {0}")]
+    Over(ExprError),
+    /// The node names a tool the spec does not declare.
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+    /// An `update` value does not compile.
+    #[error("update `{field}`: {error}")]
+    Update {
+        /// The state field.
+        field: String,
+        /// The syntax error.
+        error: ExprError,
+    },
+    /// The node has no entry under `edges`.
+    #[error("no outgoing edge")]
+    NoEdge,
+    /// A branch predicate does not compile.
+    #[error("edge: {0}")]
+    Edge(ExprError),
+    /// The edge's arms are malformed.
+    #[error("an edge arm needs `when` and `to`, or `else`, and the branch ends with `else`")]
+    BadArms,
+}
+
 impl Program {
     /// Compiles a loaded and validated spec from the texts validation read.
     ///
@@ -204,38 +297,42 @@ impl Program {
     /// state schema, every node's output schema and every prompt's text.
     ///
     /// # Errors
-    /// A message naming the node at fault: a template or expression that does not
-    /// compile, a missing input, an edge to an unknown node, a branch without `else`
-    /// (none of which a spec that passed `validate` has).
+    /// A [`ProgramError`] naming the node at fault: a template or expression that does
+    /// not compile, a missing input, an edge to an unknown node, a branch without
+    /// `else` (none of which a spec that passed `validate` has).
     pub fn compile(
         loaded: &LoadedSpec,
         topology: Arc<Topology>,
         files: &Inputs,
-    ) -> Result<Program, String> {
+    ) -> Result<Program, ProgramError> {
         let spec = &loaded.spec;
-        let target = |name: &str, from: &str| -> Result<Target, String> {
+        let target = |name: &str, from: &str| -> Result<Target, ProgramError> {
             match topology.target(name) {
                 Some(ix) if ix == topology.end => Ok(Target::End),
                 Some(ix) => Ok(Target::Node(ix)),
-                None => Err(format!(
-                    "edge of node `{from}` leads to unknown node `{name}`"
-                )),
+                None => Err(ProgramError::UnknownTarget {
+                    from: from.to_string(),
+                    to: name.to_string(),
+                }),
             }
         };
         let state_schema = &files.state_schema;
-        let state_check =
-            SchemaCheck::new(state_schema).map_err(|e| format!("state schema: {e}"))?;
+        let state_check = SchemaCheck::new(state_schema).map_err(ProgramError::StateSchema)?;
         let state_fields = state_schema
             .get("properties")
             .and_then(Value::as_object)
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
-        let prompt = |name: &str, part: &'static str| -> Result<String, String> {
+        let node_fault = |node: &str, fault: NodeFault| ProgramError::Node {
+            node: node.to_string(),
+            fault,
+        };
+        let prompt = |name: &str, part: &'static str| -> Result<String, ProgramError> {
             files
                 .prompts
                 .get(&(name.to_string(), part))
                 .map(|t| t.to_string())
-                .ok_or_else(|| format!("node `{name}`: {part} prompt was not loaded"))
+                .ok_or_else(|| node_fault(name, NodeFault::PromptNotLoaded(part)))
         };
 
         // Templates first: the environment is frozen before expressions compile.
@@ -243,7 +340,15 @@ impl Program {
         for (name, node) in &spec.nodes {
             let add = |b: &mut EngineBuilder, part: &str, text: String| {
                 b.add_template(format!("{name}/{part}"), text)
-                    .map_err(|e| format!("node `{name}`: {part} template: {e}"))
+                    .map_err(|error| {
+                        node_fault(
+                            name,
+                            NodeFault::Template {
+                                part: part.to_string(),
+                                error,
+                            },
+                        )
+                    })
             };
             match node {
                 NodeSpec::Retrieve(RetrieveNode { query, .. })
@@ -263,19 +368,19 @@ impl Program {
         let tpl = |name: &str, part: &str| {
             engine
                 .template(&format!("{name}/{part}"))
-                .map_err(|e| format!("node `{name}`: {e}"))
+                .map_err(|e| node_fault(name, NodeFault::NoTemplate(e)))
         };
 
         let mut nodes = Vec::with_capacity(spec.nodes.len());
         for (name, node) in &spec.nodes {
-            let in_node = |e: String| format!("node `{name}`: {e}");
-            let llm = |l: &LlmNode| -> Result<LlmProg, String> {
+            let in_node = |fault: NodeFault| node_fault(name, fault);
+            let llm = |l: &LlmNode| -> Result<LlmProg, ProgramError> {
                 let model_spec = spec
                     .models
                     .get(&l.model)
                     .cloned()
                     .map(Arc::new)
-                    .ok_or_else(|| in_node(format!("unknown model `{}`", l.model)))?;
+                    .ok_or_else(|| in_node(NodeFault::UnknownModel(l.model.clone())))?;
                 let inputs = l
                     .inputs
                     .iter()
@@ -283,18 +388,23 @@ impl Program {
                         engine
                             .value(v)
                             .map(|c| (Arc::<str>::from(k.as_str()), c))
-                            .map_err(|e| in_node(format!("input `{k}`: {e}")))
+                            .map_err(|error| {
+                                in_node(NodeFault::Input {
+                                    input: k.clone(),
+                                    error,
+                                })
+                            })
                     })
-                    .collect::<Result<Vec<_>, String>>()?;
+                    .collect::<Result<Vec<_>, ProgramError>>()?;
                 let schema = match &l.schema {
                     Some(_) => {
                         let v = files
                             .schemas
                             .get(name)
                             .cloned()
-                            .ok_or_else(|| in_node("schema was not loaded".into()))?;
+                            .ok_or_else(|| in_node(NodeFault::SchemaNotLoaded))?;
                         let check =
-                            SchemaCheck::new(&v).map_err(|e| in_node(format!("schema: {e}")))?;
+                            SchemaCheck::new(&v).map_err(|e| in_node(NodeFault::Schema(e)))?;
                         Some((Arc::new(v), check))
                     }
                     None => None,
@@ -321,7 +431,7 @@ impl Program {
                     let r = spec
                         .retrievers
                         .get(retriever)
-                        .ok_or_else(|| in_node(format!("unknown retriever `{retriever}`")))?;
+                        .ok_or_else(|| in_node(NodeFault::UnknownRetriever(retriever.clone())))?;
                     Body::Retrieve {
                         retriever: retriever.clone(),
                         query: tpl(name, "query")?,
@@ -333,12 +443,10 @@ impl Program {
                     let over = l
                         .over
                         .as_deref()
-                        .ok_or_else(|| in_node("a map node needs `over`".into()))?;
+                        .ok_or_else(|| in_node(NodeFault::NoOver))?;
                     Body::Map {
                         call: llm(l)?,
-                        over: engine
-                            .expr(over)
-                            .map_err(|e| in_node(format!("over: {e}")))?,
+                        over: engine.expr(over).map_err(|e| in_node(NodeFault::Over(e)))?,
                         over_name: match engine.value(&Value::String(over.to_string())) {
                             Ok(Compiled::Name(n)) => Some(n.to_string()),
                             _ => None,
@@ -356,7 +464,7 @@ impl Program {
                             | ToolSpec::Searxng { top_k, .. }
                             | ToolSpec::Tavily { top_k, .. },
                         ) => *top_k as usize,
-                        None => return Err(in_node(format!("unknown tool `{tool}`"))),
+                        None => return Err(in_node(NodeFault::UnknownTool(tool.clone()))),
                     },
                 },
             };
@@ -368,23 +476,27 @@ impl Program {
                     engine
                         .value(v)
                         .map(|c| (field.clone(), reducer, c))
-                        .map_err(|e| in_node(format!("update `{field}`: {e}")))
+                        .map_err(|error| {
+                            in_node(NodeFault::Update {
+                                field: field.clone(),
+                                error,
+                            })
+                        })
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, ProgramError>>()?;
             let edge = spec
                 .edges
                 .get(name)
-                .ok_or_else(|| in_node("no outgoing edge".into()))?;
+                .ok_or_else(|| in_node(NodeFault::NoEdge))?;
             let mut arms = Vec::new();
             let mut otherwise = None;
             for arm in edge.arms() {
                 let to = target(arm.to, name)?;
                 match arm.when {
                     None => otherwise = Some(to),
-                    Some(w) => arms.push((
-                        engine.expr(w).map_err(|e| in_node(format!("edge: {e}")))?,
-                        to,
-                    )),
+                    Some(w) => {
+                        arms.push((engine.expr(w).map_err(|e| in_node(NodeFault::Edge(e)))?, to))
+                    }
                 }
             }
             let edge = match (arms.is_empty(), otherwise, edge) {
@@ -394,10 +506,7 @@ impl Program {
                 {
                     EdgeProg::Branch { arms, otherwise }
                 }
-                _ => return Err(in_node(
-                    "an edge arm needs `when` and `to`, or `else`, and the branch ends with `else`"
-                        .into(),
-                )),
+                _ => return Err(in_node(NodeFault::BadArms)),
             };
             let output_in_exprs = update.iter().any(|(_, _, c)| {
                 c.needs_scope()
@@ -417,7 +526,7 @@ impl Program {
         }
         let entry = topology
             .entry
-            .ok_or_else(|| format!("entry node `{}` does not exist", spec.entry))?;
+            .ok_or_else(|| ProgramError::NoEntry(spec.entry.clone()))?;
         Ok(Program {
             name: spec.name.clone(),
             variant: loaded.variant.clone(),
