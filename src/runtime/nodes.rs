@@ -5,6 +5,7 @@ use super::program::{Body, LlmProg, NodeProg, Program};
 use super::resources::Resources;
 use super::trace::{LlmStats, RetrievedDoc};
 use crate::providers::{LlmRequest, LlmResponse, Message, Provider, ProviderError};
+use crate::retrieval::SearchError;
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use minijinja::value::Value as JValue;
@@ -107,8 +108,8 @@ pub enum StepError {
     Retriever {
         /// Retriever name.
         retriever: String,
-        /// The search's message.
-        message: String,
+        /// Why the search failed.
+        message: SearchError,
     },
     /// The node's tool was not opened.
     #[error("tool `{0}` is not open")]
@@ -297,7 +298,7 @@ pub(super) async fn exec(
             let docs = r.search(&q, *top_k).await.map_err(|e| {
                 plain(StepError::Retriever {
                     retriever: retriever.clone(),
-                    message: e.to_string(),
+                    message: e,
                 })
             })?;
             Ok(documents_out(docs, node))
@@ -313,6 +314,7 @@ pub(super) async fn exec(
             let docs = r.search(&q, top_k).await.map_err(|e| {
                 // Web-search tools name themselves already.
                 let own = format!("tool `{tool}`: ");
+                let e = e.to_string();
                 plain(StepError::Tool(if e.starts_with(&own) {
                     e
                 } else {

@@ -12,7 +12,9 @@ use crate::providers::cassette::{Cassette, CassetteWriter, RecordingProvider};
 use crate::providers::registry::{provider_for, wrap};
 use crate::providers::replay::ReplayProvider;
 use crate::providers::Provider;
-pub use crate::retrieval::{open_dense, open_index, Retriever, ScriptedRetriever, SearchFuture};
+pub use crate::retrieval::{
+    open_dense, open_index, Retriever, ScriptedRetriever, SearchError, SearchFuture,
+};
 use crate::retrieval::{open_retriever, open_tool, Index, OpenContext};
 use crate::spec::types::Provider as Kind;
 use std::collections::HashMap;
