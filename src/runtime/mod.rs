@@ -26,6 +26,7 @@ mod integers;
 pub mod interpreter;
 mod nodes;
 pub mod program;
+pub mod program_error;
 pub mod resources;
 pub mod state;
 pub mod status;

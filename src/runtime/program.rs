@@ -2,7 +2,8 @@
 //! from the texts validation read ([`Inputs`]), edge targets resolved to indices of
 //! the spec's [`Topology`]. Built by [`crate::compile`]; the runtime only reads it.
 use super::expr::{Compiled, Engine, EngineBuilder, Expr, ExprError};
-use super::state::{SchemaCheck, StateError};
+pub use super::program_error::{NodeFault, ProgramError};
+use super::state::SchemaCheck;
 use crate::graph::Topology;
 use crate::spec::types::{
     LlmNode, ModelSpec, NodeSpec, Reducer, RetrieveNode, Spec, ToolNode, ToolSpec,
@@ -195,99 +196,6 @@ pub struct Program {
     pub entry: NodeIndex,
     /// Global step limit.
     pub max_steps: u32,
-}
-
-/// Why [`Program::compile`] failed (none of these happens to a spec that passed
-/// `validate`). `Display` is the message `run` and `eval` show.
-#[derive(Debug, thiserror::Error)]
-pub enum ProgramError {
-    /// An edge arm names a node that does not exist.
-    #[error("edge of node `{from}` leads to unknown node `{to}`")]
-    UnknownTarget {
-        /// The node the edge leaves.
-        from: String,
-        /// The name it leads to.
-        to: String,
-    },
-    /// The state schema does not compile.
-    #[error("state schema: {0}")]
-    StateSchema(StateError),
-    /// A node's part does not compile.
-    #[error("node `{node}`: {fault}")]
-    Node {
-        /// The node's name.
-        node: String,
-        /// What is wrong with it.
-        fault: NodeFault,
-    },
-    /// The spec's `entry` is not a node.
-    #[error("entry node `{0}` does not exist")]
-    NoEntry(String),
-}
-
-/// What is wrong with one node (see [`ProgramError::Node`]).
-#[derive(Debug, thiserror::Error)]
-pub enum NodeFault {
-    /// A prompt's text was not in the [`Inputs`] (`part`: `system` or `user`).
-    #[error("{0} prompt was not loaded")]
-    PromptNotLoaded(&'static str),
-    /// A template (`query`, `system`, `user`) does not compile.
-    #[error("{part} template: {error}")]
-    Template {
-        /// `query`, `system` or `user`.
-        part: String,
-        /// The syntax error.
-        error: ExprError,
-    },
-    /// A template added to the engine cannot be found again.
-    #[error("{0}")]
-    NoTemplate(ExprError),
-    /// The node names a model the spec does not declare.
-    #[error("unknown model `{0}`")]
-    UnknownModel(String),
-    /// An `inputs` value does not compile.
-    #[error("input `{input}`: {error}")]
-    Input {
-        /// The input's name.
-        input: String,
-        /// The syntax error.
-        error: ExprError,
-    },
-    /// The output schema was not in the [`Inputs`].
-    #[error("schema was not loaded")]
-    SchemaNotLoaded,
-    /// The output schema does not compile.
-    #[error("schema: {0}")]
-    Schema(StateError),
-    /// The node names a retriever the spec does not declare.
-    #[error("unknown retriever `{0}`")]
-    UnknownRetriever(String),
-    /// A map node without `over`.
-    #[error("a map node needs `over`")]
-    NoOver,
-    /// A map's `over` does not compile.
-    #[error("over: {0}")]
-    Over(ExprError),
-    /// The node names a tool the spec does not declare.
-    #[error("unknown tool `{0}`")]
-    UnknownTool(String),
-    /// An `update` value does not compile.
-    #[error("update `{field}`: {error}")]
-    Update {
-        /// The state field.
-        field: String,
-        /// The syntax error.
-        error: ExprError,
-    },
-    /// The node has no entry under `edges`.
-    #[error("no outgoing edge")]
-    NoEdge,
-    /// A branch predicate does not compile.
-    #[error("edge: {0}")]
-    Edge(ExprError),
-    /// The edge's arms are malformed.
-    #[error("an edge arm needs `when` and `to`, or `else`, and the branch ends with `else`")]
-    BadArms,
 }
 
 impl Program {
