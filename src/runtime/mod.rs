@@ -33,7 +33,7 @@ pub mod status;
 pub mod trace;
 
 pub use interpreter::{run, run_until};
-pub use program::{NodeFault, Program, ProgramError};
+pub use program::{NodeFault, Program, ProgramError, SetError};
 pub use resources::{
     ResourceError, ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture,
 };

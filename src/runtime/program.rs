@@ -2,7 +2,7 @@
 //! from the texts validation read ([`Inputs`]), edge targets resolved to indices of
 //! the spec's [`Topology`]. Built by [`crate::compile`]; the runtime only reads it.
 use super::expr::{Compiled, Engine, EngineBuilder, Expr, ExprError};
-pub use super::program_error::{NodeFault, ProgramError};
+pub use super::program_error::{NodeFault, ProgramError, SetError};
 use super::state::SchemaCheck;
 use crate::graph::Topology;
 use crate::spec::types::{
@@ -471,18 +471,18 @@ impl Program {
     /// the sets produce, so `$ref`s and combinators of the state schema apply).
     ///
     /// # Errors
-    /// A message naming the first faulty `--set`: its field, the type the state
+    /// A [`SetError`] naming the first faulty `--set`: its field, the type the state
     /// schema gives it (`integer`, `array`, ...) and the violation.
-    pub fn check_sets(&self, sets: &[(String, Value)]) -> Result<(), String> {
+    pub fn check_sets(&self, sets: &[(String, Value)]) -> Result<(), SetError> {
         for (field, _) in sets {
             if field == "question" {
-                return Err("--set question: give the question with --question or --input".into());
+                return Err(SetError::Question);
             }
             if !self.state_fields.iter().any(|f| f == field) {
-                return Err(format!(
-                    "--set {field}: the state has no field `{field}` (fields: {})",
-                    self.state_fields.join(", ")
-                ));
+                return Err(SetError::UnknownField {
+                    field: field.clone(),
+                    fields: self.state_fields.clone(),
+                });
             }
         }
         if sets.is_empty() {
@@ -516,11 +516,12 @@ impl Program {
                         Value::String(t) => t.clone(),
                         other => other.to_string(),
                     });
-                let says = match ty {
-                    Some(t) => format!("the state schema says `{field}` is {t}"),
-                    None => format!("`{field}` does not match the state schema"),
-                };
-                return Err(format!("--set {field}={value}: {says}: {v}"));
+                return Err(SetError::Mismatch {
+                    field: field.clone(),
+                    value: value.clone(),
+                    expected: ty,
+                    violation: v.to_string(),
+                });
             }
         }
         Ok(())

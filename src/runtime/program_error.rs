@@ -1,5 +1,6 @@
 //! The errors of [`Program::compile`](super::Program::compile): [`ProgramError`], and
-//! [`NodeFault`] for the part of one node at fault.
+//! [`NodeFault`] for the part of one node at fault; of
+//! [`Program::check_sets`](super::Program::check_sets): [`SetError`].
 use super::expr::ExprError;
 use super::state::StateError;
 
@@ -94,4 +95,40 @@ pub enum NodeFault {
     /// The edge's arms are malformed.
     #[error("an edge arm needs `when` and `to`, or `else`, and the branch ends with `else`")]
     BadArms,
+}
+
+/// A `--set FIELD=VALUE` that [`Program::check_sets`](super::Program::check_sets)
+/// refuses (a usage error). `Display` is the message `run` prints.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SetError {
+    /// `--set question=…`: the question has its own flags.
+    #[error("--set question: give the question with --question or --input")]
+    Question,
+    /// The state schema has no such property; `fields` are the ones it has.
+    #[error("--set {field}: the state has no field `{field}` (fields: {})", .fields.join(", "))]
+    UnknownField {
+        /// The field as given.
+        field: String,
+        /// The state schema's properties.
+        fields: Vec<String>,
+    },
+    /// The value does not match the field's schema.
+    #[error("--set {field}={value}: {}: {violation}", says(field, expected.as_deref()))]
+    Mismatch {
+        /// The field.
+        field: String,
+        /// The value as parsed.
+        value: serde_json::Value,
+        /// The field's `type` in the state schema (`integer`, `string or null`), if any.
+        expected: Option<String>,
+        /// The schema violation.
+        violation: String,
+    },
+}
+
+fn says(field: &str, expected: Option<&str>) -> String {
+    match expected {
+        Some(t) => format!("the state schema says `{field}` is {t}"),
+        None => format!("`{field}` does not match the state schema"),
+    }
 }
