@@ -291,6 +291,28 @@ fn top_level_modules_form_no_cycle() {
     }
 }
 
+/// The library never names clap: flags are parsed by the binary (`src/main.rs`,
+/// `src/cli/`), which maps them onto library types.
+#[test]
+fn only_the_binary_uses_clap() {
+    let src = src();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|p| !p.starts_with(src.join("cli")) && *p != &src.join("main.rs"))
+        .filter(|p| {
+            let c = code(p);
+            c.contains("clap::") || c.contains("use clap")
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "library files using clap: {offenders:?}"
+    );
+}
+
 #[test]
 fn retrieval_and_eval_files_form_no_cycle() {
     for module in ["retrieval", "eval"] {

@@ -3,6 +3,7 @@
 
 mod providers_support;
 mod runtime_support;
+mod spec_fixtures;
 
 mod bound_props;
 mod cassette;

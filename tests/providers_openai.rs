@@ -814,7 +814,8 @@ fn missing_key_is_reported_before_the_run() {
         let prog = program(&p);
         let e = ragloop::runtime::Resources::prepare(&prog, Default::default())
             .err()
-            .expect("error");
+            .expect("error")
+            .to_string();
         assert!(
             e.contains("model `m`")
                 && e.contains("RAGLOOP_TEST_UNSET_KEY_VAR")

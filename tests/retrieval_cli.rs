@@ -165,31 +165,12 @@ fn exit_codes() {
 }
 
 /// A spec whose retriever reads `rust-docs:book` (the corpus value is on line 11,
-/// column 40) and a fixture answering its one llm node.
-pub(crate) const RUST_DOCS_SPEC: &str = r#"version: 1
-name: docs
-state:
-  schema:
-    type: object
-    properties:
-      question: {type: string}
-      documents: {type: array}
-      answer: {type: string}
-retrievers:
-  book: {kind: bm25, top_k: 2, corpus: rust-docs:book}
-models:
-  m: {provider: scripted, params: {file: fixture.json}}
-output: {answer: answer}
-entry: retrieve
-nodes:
-  retrieve: {kind: retrieve, retriever: book, query: "{{ question }}", update: {documents: output}}
-  say: {kind: llm, model: m, prompt: {user: "{{ question }}"}, update: {answer: output}}
-edges:
-  retrieve: say
-  say: END
-"#;
+/// column 40) and a fixture answering its one llm node: `tests/specs/fixtures/rust_docs.yaml`.
+pub(crate) fn rust_docs_spec() -> String {
+    crate::spec_fixtures::spec("rust_docs")
+}
 
-/// A project with [`RUST_DOCS_SPEC`] and a `rustc` stand-in whose sysroot holds no
+/// A project with [`rust_docs_spec`] and a `rustc` stand-in whose sysroot holds no
 /// documentation (as when the `rust-docs` component is not installed).
 #[cfg(unix)]
 fn project_without_rust_docs() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -200,7 +181,7 @@ fn project_without_rust_docs() -> (tempfile::TempDir, std::path::PathBuf) {
     let rustc = dir.path().join("fake-rustc");
     fs::write(&rustc, format!("#!/bin/sh\necho '{}'\n", sysroot.display())).expect("rustc");
     fs::set_permissions(&rustc, fs::Permissions::from_mode(0o755)).expect("chmod");
-    fs::write(dir.path().join("spec.yaml"), RUST_DOCS_SPEC).expect("spec");
+    fs::write(dir.path().join("spec.yaml"), rust_docs_spec()).expect("spec");
     fs::write(dir.path().join("fixture.json"), r#"{"say": ["an answer"]}"#).expect("fixture");
     (dir, rustc)
 }
@@ -297,7 +278,7 @@ fn run_fails_before_any_call_when_rust_docs_are_not_installed() {
 fn validate_reports_a_rustc_that_cannot_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = dir.path().join("spec.yaml");
-    fs::write(&spec, RUST_DOCS_SPEC).expect("spec");
+    fs::write(&spec, rust_docs_spec()).expect("spec");
     let out = ragloop()
         .env("RUSTC", dir.path().join("no-such-rustc"))
         .args(["validate", "--format", "json"])

@@ -641,3 +641,14 @@ fn transient_failures_are_retried() {
     assert_eq!(flaky.0.load(Ordering::SeqCst), 2);
     assert_eq!(r.usage.calls, 1);
 }
+
+/// A retriever's failure is a typed [`ragloop::retrieval::SearchError`]; its message is
+/// the backend's own.
+#[tokio::test]
+async fn a_scripted_retriever_out_of_lists_fails_with_a_typed_error() {
+    use ragloop::retrieval::{Retriever, ScriptedRetriever, SearchError};
+    let r = ScriptedRetriever::new(vec![]);
+    let e = r.search("q", 3).await.unwrap_err();
+    assert!(matches!(e, SearchError::Backend(_)), "{e:?}");
+    assert_eq!(e.to_string(), "scripted retriever: no result list left");
+}

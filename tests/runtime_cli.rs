@@ -450,3 +450,33 @@ fn set_question_and_trace_over_inputs_are_usage_errors() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&spec).unwrap(), before);
 }
+
+/// The `--set` messages (`runtime::SetError`) word by word.
+#[test]
+fn set_errors_say_which_field_and_why() {
+    let env = Env::new(json!({"say": ["ok"]}));
+    let err = |set: &str| {
+        let o = env
+            .cmd()
+            .args(["--question", "q", "--set", set])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{set}: {}", stderr(&o));
+        stderr(&o)
+    };
+    let e = err("question=x");
+    assert!(
+        e.contains("ragloop run: --set question: give the question with --question or --input"),
+        "{e}"
+    );
+    let e = err("nope=1");
+    assert!(
+        e.contains("ragloop run: --set nope: the state has no field `nope` (fields: "),
+        "{e}"
+    );
+    let e = err("n=-1");
+    assert!(
+        e.contains("ragloop run: --set n=-1: the state schema says `n` is integer: "),
+        "{e}"
+    );
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 
-use super::retrieval_cli::RUST_DOCS_SPEC;
+use super::retrieval_cli::rust_docs_spec;
 
 fn ragloop() -> Command {
     let mut cmd = Command::cargo_bin("ragloop").expect("binary");
@@ -19,13 +19,13 @@ fn ragloop() -> Command {
     cmd
 }
 
-/// A project with [`RUST_DOCS_SPEC`] and a `rustc` stand-in running `script`.
+/// A project with [`rust_docs_spec`] and a `rustc` stand-in running `script`.
 fn project(script: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let rustc = dir.path().join("fake-rustc");
     fs::write(&rustc, format!("#!/bin/sh\n{script}\n")).expect("rustc");
     fs::set_permissions(&rustc, fs::Permissions::from_mode(0o755)).expect("chmod");
-    fs::write(dir.path().join("spec.yaml"), RUST_DOCS_SPEC).expect("spec");
+    fs::write(dir.path().join("spec.yaml"), rust_docs_spec()).expect("spec");
     fs::write(dir.path().join("fixture.json"), r#"{"say": ["an answer"]}"#).expect("fixture");
     (dir, rustc)
 }

@@ -15,10 +15,28 @@ pub struct GraphArgs {
     pub spec: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "mermaid")]
-    pub format: GraphFormat,
+    pub format: GraphFormatArg,
     /// Draw a variant's merged spec.
     #[arg(long)]
     pub variant: Option<String>,
+}
+
+/// `--format` of `ragloop graph` (the library's [`GraphFormat`] has no clap derive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormatArg {
+    /// Mermaid flowchart (renders on GitHub and in most Markdown viewers).
+    Mermaid,
+    /// Graphviz DOT (`dot -Tsvg`).
+    Dot,
+}
+
+impl From<GraphFormatArg> for GraphFormat {
+    fn from(f: GraphFormatArg) -> Self {
+        match f {
+            GraphFormatArg::Mermaid => GraphFormat::Mermaid,
+            GraphFormatArg::Dot => GraphFormat::Dot,
+        }
+    }
 }
 
 /// Runs `ragloop graph`.
@@ -58,7 +76,7 @@ pub fn run(args: GraphArgs) -> ExitCode {
         return ExitCode::from(super::EXIT_USAGE);
     };
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(export(&unit.spec.spec, &unit.topology, args.format).as_bytes());
+    let _ = out.write_all(export(&unit.spec.spec, &unit.topology, args.format.into()).as_bytes());
     let _ = out.flush();
     ExitCode::SUCCESS
 }

@@ -200,9 +200,9 @@ pub fn run(args: RunArgs) -> ExitCode {
     let program = match compiled.program_with(args.variant.as_deref(), &changes) {
         Ok(p) => p,
         Err(LoadError::Usage(m)) => return usage(m),
-        Err(LoadError::Invalid(text)) => return invalid(&text),
-        Err(LoadError::Compile(m)) => {
-            ragloop::errln!("ragloop run: {m}");
+        Err(LoadError::Invalid(e)) => return invalid(&e.render()),
+        Err(e @ (LoadError::Compile(_) | LoadError::Program(_) | LoadError::Resources { .. })) => {
+            ragloop::errln!("ragloop run: {e}");
             return ExitCode::from(1);
         }
     };

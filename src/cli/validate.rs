@@ -7,6 +7,27 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `--format` of `ragloop validate` (the library's [`Format`] has no clap derive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Readable text with source excerpts.
+    Human,
+    /// One JSON document: `{"diagnostics": [...], "errors": N, "warnings": N}`.
+    Json,
+    /// GitHub Actions workflow commands (`::error file=...,line=...::message`).
+    Github,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Human => Format::Human,
+            FormatArg::Json => Format::Json,
+            FormatArg::Github => Format::Github,
+        }
+    }
+}
+
 /// Arguments of `ragloop validate`.
 #[derive(clap::Args)]
 #[command(
@@ -17,7 +38,7 @@ pub struct ValidateArgs {
     pub specs: Vec<PathBuf>,
     /// Output format of diagnostics.
     #[arg(long, value_enum, default_value = "human")]
-    pub format: Format,
+    pub format: FormatArg,
     /// Treat warnings as errors (exit 1 when there is any).
     #[arg(long)]
     pub deny_warnings: bool,
@@ -118,9 +139,9 @@ pub fn run(args: ValidateArgs) -> ExitCode {
         all.extend(diagnostics);
     }
     let mut out = std::io::stdout().lock();
-    let text = render::render(&all, &sources, args.format);
+    let text = render::render(&all, &sources, args.format.into());
     let _ = out.write_all(text.as_bytes());
-    if args.format == Format::Human && !args.quiet {
+    if args.format == FormatArg::Human && !args.quiet {
         for l in &status_lines {
             let _ = writeln!(out, "{l}");
         }

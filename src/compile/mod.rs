@@ -19,7 +19,8 @@ pub use overrides::{apply_model_override, SpecOverrides};
 use crate::diag::render::{self, Format};
 use crate::diag::Diagnostic;
 use crate::graph::Topology;
-use crate::runtime::program::{Inputs, Program};
+use crate::runtime::program::{Inputs, Program, ProgramError};
+use crate::runtime::resources::ResourceError;
 use crate::spec::source::Sources;
 use crate::spec::{load_spec, overlay, LoadedSpec};
 use crate::validate;
@@ -63,21 +64,40 @@ impl CompileError {
 /// Why a program could not be made from a compiled spec.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The spec does not validate; the diagnostics are rendered as human text.
-    #[error("{0}")]
-    Invalid(String),
+    /// The spec does not validate; `Display` renders the errors as human text.
+    #[error(transparent)]
+    Invalid(Box<CompileError>),
     /// A bad argument (unknown variant or model, malformed override, a change that
     /// makes the spec invalid).
     #[error("{0}")]
     Usage(String),
-    /// The spec validated but could not be compiled.
+    /// The spec validated but its prompt or schema texts could not be taken (the
+    /// diagnostics' messages).
     #[error("{0}")]
     Compile(String),
+    /// The spec validated but [`Program::compile`] failed.
+    #[error(transparent)]
+    Program(Box<ProgramError>),
+    /// A variant's resources could not be opened (eval opens every variant's before
+    /// its first question).
+    #[error("variant `{variant}`: {error}")]
+    Resources {
+        /// The variant's name (`base` for the spec without a variant).
+        variant: String,
+        /// Why they did not open.
+        error: ResourceError,
+    },
+}
+
+impl From<ProgramError> for LoadError {
+    fn from(e: ProgramError) -> Self {
+        LoadError::Program(Box::new(e))
+    }
 }
 
 impl From<CompileError> for LoadError {
     fn from(e: CompileError) -> Self {
-        LoadError::Invalid(e.render())
+        LoadError::Invalid(Box::new(e))
     }
 }
 
@@ -277,7 +297,7 @@ impl CompiledSpec {
             })?;
         }
         for m in &changes.models {
-            apply_model_override(&mut loaded, m).map_err(LoadError::Usage)?;
+            apply_model_override(&mut loaded, m).map_err(|e| LoadError::Usage(e.to_string()))?;
         }
         overrides::apply_call_policy(&mut loaded.spec, changes.timeout_secs, changes.retries);
         // A change can make a spec invalid (an offline model on a node without a
@@ -355,13 +375,15 @@ fn build(
             inputs.prompts.insert((name.clone(), part), text);
         }
     }
-    Program::compile(loaded, topology, &inputs).map_err(LoadError::Compile)
+    Ok(Program::compile(loaded, topology, &inputs)?)
 }
 
 impl LoadError {
     fn in_node(self, name: &str) -> LoadError {
         match self {
             LoadError::Compile(m) => LoadError::Compile(format!("node `{name}`: {m}")),
+            LoadError::Program(e) => LoadError::Compile(format!("node `{name}`: {e}")),
+            LoadError::Resources { .. } => self,
             other => other,
         }
     }

@@ -56,17 +56,71 @@ impl SpecOverrides {
     }
 }
 
+/// A malformed `--timeout`, `--retries` or `--model` argument (a usage error).
+/// `Display` is the message the CLI prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverrideError {
+    /// `--timeout` is not a number of seconds within the bounds.
+    #[error("`{0}` is not a timeout: give a number of seconds (e.g. 30 or 0.5) between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS}")]
+    Timeout(String),
+    /// `--retries` is not an integer within the bounds.
+    #[error("`{0}` is not a retry count: give an integer from 0 to {MAX_RETRIES}")]
+    Retries(String),
+    /// A `--model ARG` that cannot be applied.
+    #[error("`--model {arg}`: {fault}")]
+    Model {
+        /// The argument as given.
+        arg: String,
+        /// What is wrong with it.
+        fault: ModelFault,
+    },
+}
+
+/// What is wrong with a `--model` argument (see [`OverrideError::Model`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelFault {
+    /// No `=`.
+    #[error("expected NAME=PROVIDER[:MODEL][@BASE_URL]")]
+    Syntax,
+    /// An `@` not followed by `http://` or `https://`.
+    #[error("the part after `@` must be an http:// or https:// base URL")]
+    NotUrl,
+    /// The base URL does not parse (the provider's message).
+    #[error("{0}")]
+    BaseUrl(String),
+    /// Not a provider kind; `expected` lists them.
+    #[error("unknown provider `{provider}` (expected {expected})")]
+    UnknownProvider {
+        /// The provider as written.
+        provider: String,
+        /// The provider kinds, as [`crate::providers::kind_names`] gives them.
+        expected: String,
+    },
+    /// The spec has no model of that name; `known` lists them.
+    #[error("the spec has no model `{name}` (models: {})", .known.join(", "))]
+    UnknownModel {
+        /// The model name as written.
+        name: String,
+        /// The spec's model names.
+        known: Vec<String>,
+    },
+    /// A network provider without a model name.
+    #[error("provider {provider} needs a model name: --model {name}={provider}:MODEL")]
+    NeedsModel {
+        /// The provider as written.
+        provider: String,
+        /// The model name.
+        name: String,
+    },
+}
+
 /// Parses `--timeout SECS`: a number of seconds, fractions allowed (`0.5`), from
 /// [`MIN_TIMEOUT_SECS`] to [`MAX_TIMEOUT_SECS`] (the bounds of a spec's `timeout_secs`).
 ///
 /// # Errors
-/// A message saying what is accepted.
-pub fn parse_timeout(text: &str) -> Result<f64, String> {
-    let bad = || {
-        format!(
-            "`{text}` is not a timeout: give a number of seconds (e.g. 30 or 0.5) between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS}"
-        )
-    };
+/// [`OverrideError::Timeout`], saying what is accepted.
+pub fn parse_timeout(text: &str) -> Result<f64, OverrideError> {
+    let bad = || OverrideError::Timeout(text.to_string());
     let secs: f64 = text.trim().parse().map_err(|_| bad())?;
     if (MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(&secs) {
         Ok(secs)
@@ -78,15 +132,13 @@ pub fn parse_timeout(text: &str) -> Result<f64, String> {
 /// Parses `--retries N`: an integer from 0 to [`MAX_RETRIES`].
 ///
 /// # Errors
-/// A message saying what is accepted.
-pub fn parse_retries(text: &str) -> Result<u32, String> {
+/// [`OverrideError::Retries`], saying what is accepted.
+pub fn parse_retries(text: &str) -> Result<u32, OverrideError> {
     text.trim()
         .parse::<u32>()
         .ok()
         .filter(|n| *n <= MAX_RETRIES)
-        .ok_or_else(|| {
-            format!("`{text}` is not a retry count: give an integer from 0 to {MAX_RETRIES}")
-        })
+        .ok_or_else(|| OverrideError::Retries(text.to_string()))
 }
 
 /// Sets the per-attempt timeout and the retries of every model and web-search tool
@@ -145,24 +197,22 @@ pub fn apply_call_policy(spec: &mut Spec, timeout_secs: Option<f64>, retries: Op
 ///   name one in a variant or the YAML).
 ///
 /// # Errors
-/// A usage message for a malformed argument, an unknown model or provider, a
+/// [`OverrideError::Model`] for a malformed argument, an unknown model or provider, a
 /// `@` suffix that is not an http(s) URL.
-pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), String> {
-    let (name, rest) = arg
-        .split_once('=')
-        .ok_or_else(|| format!("`--model {arg}`: expected NAME=PROVIDER[:MODEL][@BASE_URL]"))?;
+pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), OverrideError> {
+    let bad = |fault: ModelFault| OverrideError::Model {
+        arg: arg.to_string(),
+        fault,
+    };
+    let (name, rest) = arg.split_once('=').ok_or_else(|| bad(ModelFault::Syntax))?;
     let (rest, base_url) = match rest.find("@http://").or_else(|| rest.find("@https://")) {
         Some(at) => (&rest[..at], Some(&rest[at + 1..])),
-        None if rest.contains('@') => {
-            return Err(format!(
-                "`--model {arg}`: the part after `@` must be an http:// or https:// base URL"
-            ))
-        }
+        None if rest.contains('@') => return Err(bad(ModelFault::NotUrl)),
         None => (rest, None),
     };
     if let Some(b) = base_url {
         crate::providers::openai::endpoint(name, Some(b))
-            .map_err(|e| format!("`--model {arg}`: {e}"))?;
+            .map_err(|e| bad(ModelFault::BaseUrl(e)))?;
     }
     let (prov, model) = match rest.split_once(':') {
         Some((p, m)) => (p, Some(m)),
@@ -170,17 +220,17 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
     };
     let kind: ProviderKind =
         serde_json::from_value(Value::String(prov.to_string())).map_err(|_| {
-            format!(
-                "`--model {arg}`: unknown provider `{prov}` (expected {})",
-                crate::providers::kind_names()
-            )
+            bad(ModelFault::UnknownProvider {
+                provider: prov.to_string(),
+                expected: crate::providers::kind_names(),
+            })
         })?;
     let known: Vec<String> = loaded.spec.models.keys().cloned().collect();
     let m = loaded.spec.models.get_mut(name).ok_or_else(|| {
-        format!(
-            "`--model {arg}`: the spec has no model `{name}` (models: {})",
-            known.join(", ")
-        )
+        bad(ModelFault::UnknownModel {
+            name: name.to_string(),
+            known,
+        })
     })?;
     if m.provider != kind {
         // These belong to the provider they were written for.
@@ -195,9 +245,10 @@ pub fn apply_model_override(loaded: &mut LoadedSpec, arg: &str) -> Result<(), St
     if crate::providers::kind(kind).network.is_some()
         && m.model.as_deref().is_none_or(|s| s.trim().is_empty())
     {
-        return Err(format!(
-            "`--model {arg}`: provider {prov} needs a model name: --model {name}={prov}:MODEL"
-        ));
+        return Err(bad(ModelFault::NeedsModel {
+            provider: prov.to_string(),
+            name: name.to_string(),
+        }));
     }
     if let Some(b) = base_url {
         // The spec's key was named for its host: never send it to another one.
@@ -237,7 +288,7 @@ mod tests {
         for bad in [
             "abc", "0", "-1", "nan", "inf", "", "86401", "0.0001", "0.000999",
         ] {
-            let e = parse_timeout(bad).unwrap_err();
+            let e = parse_timeout(bad).unwrap_err().to_string();
             assert!(e.contains("between 0.001 and 86400"), "{bad}: {e}");
         }
         assert_eq!(parse_retries("0"), Ok(0));
@@ -245,5 +296,20 @@ mod tests {
         for bad in ["-1", "11", "1.5", "x"] {
             assert!(parse_retries(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            parse_retries("11").unwrap_err().to_string(),
+            "`11` is not a retry count: give an integer from 0 to 10"
+        );
+        let e = OverrideError::Model {
+            arg: "x=openai".into(),
+            fault: ModelFault::UnknownModel {
+                name: "x".into(),
+                known: vec!["a".into(), "b".into()],
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "`--model x=openai`: the spec has no model `x` (models: a, b)"
+        );
     }
 }

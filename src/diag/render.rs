@@ -6,8 +6,8 @@ use crate::source::{Sources, Span};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
-/// Output format of diagnostics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// Output format of diagnostics (the CLI's `--format` maps onto it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// Readable text with source excerpts.
     Human,

@@ -139,7 +139,10 @@ impl From<LoadError> for EvalError {
     fn from(e: LoadError) -> Self {
         match e {
             LoadError::Usage(m) => EvalError::Usage(m),
-            LoadError::Invalid(m) | LoadError::Compile(m) => EvalError::Failed(m),
+            LoadError::Compile(m) => EvalError::Failed(m),
+            e @ (LoadError::Invalid(_) | LoadError::Program(_) | LoadError::Resources { .. }) => {
+                EvalError::Failed(e.to_string())
+            }
         }
     }
 }

@@ -230,7 +230,10 @@ pub fn open(
                     ..ResourceOptions::default()
                 },
             )
-            .map_err(|e| LoadError::Compile(format!("variant `{name}`: {e}")))?;
+            .map_err(|error| LoadError::Resources {
+                variant: name.clone(),
+                error,
+            })?;
             Ok(Prepared {
                 name,
                 program,

@@ -7,8 +7,8 @@ use petgraph::visit::EdgeRef;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-/// Output format of `ragloop graph`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// Output format of `ragloop graph` (the CLI's `--format` maps onto it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphFormat {
     /// Mermaid flowchart (renders on GitHub and in most Markdown viewers).
     Mermaid,

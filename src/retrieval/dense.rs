@@ -441,7 +441,11 @@ fn fuse(
 
 impl Retriever for DenseRetriever {
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
-        Box::pin(DenseRetriever::search(self, query, top_k))
+        Box::pin(async move {
+            DenseRetriever::search(self, query, top_k)
+                .await
+                .map_err(super::SearchError::Backend)
+        })
     }
 }
 

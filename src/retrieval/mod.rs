@@ -52,7 +52,7 @@ pub use html::{extract_html, HtmlPage};
 pub use index::{Index, FORMAT_VERSION};
 pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
 pub use options::{BuildReport, IndexOptions};
-pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};
+pub use retriever::{Retriever, ScriptedRetriever, SearchError, SearchFuture};
 
 use crate::diag::{Code, Diagnostic};
 use crate::spec::types::{ModelSpec, RetrieverSpec, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};

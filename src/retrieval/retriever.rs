@@ -1,13 +1,26 @@
 //! The [`Retriever`] trait every backend implements (BM25 [`Index`], dense and hybrid
 //! [`super::DenseRetriever`], web search [`super::web::WebSearch`]), and
 //! [`ScriptedRetriever`], which returns fixed lists (tests, conformance).
-use super::{Document, Index};
+use super::{Document, Index, RetrievalError};
 use futures::future::BoxFuture;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-/// What [`Retriever::search`] returns: the documents, or a message saying what failed.
-pub type SearchFuture<'a> = BoxFuture<'a, Result<Vec<Document>, String>>;
+/// What [`Retriever::search`] returns: the documents, or why the search failed.
+pub type SearchFuture<'a> = BoxFuture<'a, Result<Vec<Document>, SearchError>>;
+
+/// Why a search failed. `Display` is the message a failed step shows after
+/// ``retriever `R`: `` (or as a tool's message).
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The BM25 index failed (tantivy, I/O).
+    #[error(transparent)]
+    Index(#[from] RetrievalError),
+    /// A network or scripted backend's message (dense embedding of the query, web
+    /// search, a scripted list run out); it names the backend.
+    #[error("{0}")]
+    Backend(String),
+}
 
 /// Answers a query with documents.
 ///
@@ -19,13 +32,13 @@ pub trait Retriever: Send + Sync {
     /// At most `top_k` documents for `query`, best first.
     ///
     /// # Errors
-    /// The future resolves to a message when the search fails.
+    /// The future resolves to a [`SearchError`] when the search fails.
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a>;
 }
 
 impl Retriever for Index {
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
-        let r = Index::search(self, query, top_k).map_err(|e| e.to_string());
+        let r = Index::search(self, query, top_k).map_err(SearchError::Index);
         Box::pin(std::future::ready(r))
     }
 }
@@ -69,6 +82,8 @@ impl ScriptedRetriever {
 
 impl Retriever for ScriptedRetriever {
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
-        Box::pin(std::future::ready(self.next(query, top_k)))
+        Box::pin(std::future::ready(
+            self.next(query, top_k).map_err(SearchError::Backend),
+        ))
     }
 }

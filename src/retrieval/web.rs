@@ -236,7 +236,11 @@ impl WebSearch {
 
 impl Retriever for WebSearch {
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
-        Box::pin(WebSearch::search(self, query, top_k))
+        Box::pin(async move {
+            WebSearch::search(self, query, top_k)
+                .await
+                .map_err(super::SearchError::Backend)
+        })
     }
 }
 

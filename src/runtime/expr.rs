@@ -57,6 +57,44 @@ impl Scope {
     }
 }
 
+/// Why an expression or template did not compile, render or evaluate. `Display` is the
+/// one-line message the runtime shows (after ``node `N`: ``, and the part at fault).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// The source does not compile: for an expression ``` `SOURCE`: DETAIL ```, for a
+    /// template minijinja's error with its detail.
+    #[error("{0}")]
+    Syntax(String),
+    /// No template was added under the name asked for.
+    #[error("{0}")]
+    NoTemplate(String),
+    /// A value read is undefined: the message names the path (and, for a template,
+    /// its line and column) and what the deepest existing part has.
+    #[error("{0}")]
+    Undefined(String),
+    /// The whole value is undefined (a JSON conversion of nothing).
+    #[error("the expression is undefined")]
+    UndefinedResult,
+    /// The value cannot be represented in JSON (the serializer's message).
+    #[error("the result cannot be turned into JSON: {0}")]
+    NotJson(String),
+    /// An ordering comparison (`<`, `<=`, `>`, `>=`) between values that are not two
+    /// numbers or two strings; `operands` is `` `L` and `R` ``, the others minijinja
+    /// kind names (`string`, `number`, `none`, ...).
+    #[error("cannot order {operands}: a {left} and a {right}")]
+    Unorderable {
+        /// The operands' source text.
+        operands: String,
+        /// The kind of the left value.
+        left: String,
+        /// The kind of the right value.
+        right: String,
+    },
+    /// Any other evaluation or rendering error, as [`describe`] gives it.
+    #[error("{0}")]
+    Eval(String),
+}
+
 /// Converts a JSON value to a minijinja value.
 pub fn to_jinja(v: &Value) -> JValue {
     JValue::from_serialize(v)
@@ -66,11 +104,11 @@ pub fn to_jinja(v: &Value) -> JValue {
 ///
 /// # Errors
 /// When the value is undefined or cannot be represented in JSON.
-pub fn to_json(v: &JValue) -> Result<Value, String> {
+pub fn to_json(v: &JValue) -> Result<Value, ExprError> {
     if v.is_undefined() {
-        return Err("the expression is undefined".into());
+        return Err(ExprError::UndefinedResult);
     }
-    serde_json::to_value(v).map_err(|e| format!("the result cannot be turned into JSON: {e}"))
+    serde_json::to_value(v).map_err(|e| ExprError::NotJson(e.to_string()))
 }
 
 /// A compiled `update`/`inputs` value: an expression (strings) or a literal.
@@ -115,10 +153,10 @@ impl Expr {
     /// Evaluates to a minijinja value.
     ///
     /// # Errors
-    /// The evaluation error, as text; an undefined result is an error too. An
+    /// The evaluation error, as an [`ExprError`]; an undefined result is an error too. An
     /// undefined value names the path and what exists (see
     /// [`crate::jinja::explain_error`]).
-    pub fn eval(&self, scope: &JValue) -> Result<JValue, String> {
+    pub fn eval(&self, scope: &JValue) -> Result<JValue, ExprError> {
         let v = self
             .expr
             .eval(scope)
@@ -132,8 +170,8 @@ impl Expr {
     /// Evaluates as a predicate (minijinja truthiness).
     ///
     /// # Errors
-    /// The evaluation error, as text.
-    pub fn test(&self, scope: &JValue) -> Result<bool, String> {
+    /// The evaluation error, as an [`ExprError`].
+    pub fn test(&self, scope: &JValue) -> Result<bool, ExprError> {
         let v = self.eval(scope)?;
         for (l, r, text) in &self.comparisons {
             // Operands that do not evaluate on their own (short-circuit guards) are skipped.
@@ -144,11 +182,11 @@ impl Expr {
                 let orderable = (a.is_number() && b.is_number())
                     || (a.as_str().is_some() && b.as_str().is_some());
                 if !orderable {
-                    return Err(format!(
-                        "cannot order {text}: a {} and a {}",
-                        a.kind(),
-                        b.kind()
-                    ));
+                    return Err(ExprError::Unorderable {
+                        operands: text.clone(),
+                        left: a.kind().to_string(),
+                        right: b.kind().to_string(),
+                    });
                 }
             }
         }
@@ -166,12 +204,12 @@ impl Compiled {
     /// Evaluates to JSON. `scope` is built only when an expression needs it.
     ///
     /// # Errors
-    /// The evaluation or conversion error, as text.
+    /// The evaluation or conversion error, as an [`ExprError`].
     pub fn eval_json(
         &self,
         scope: &mut dyn FnMut() -> JValue,
         names: &dyn Names,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ExprError> {
         match self {
             Compiled::Literal(v, _) => Ok(v.clone()),
             Compiled::Name(n) => names.json(n).ok_or_else(|| unset(n, &scope())),
@@ -203,12 +241,14 @@ impl Compiled {
     /// Evaluates to a minijinja value.
     ///
     /// # Errors
-    /// The evaluation error, as text.
-    pub fn eval_jinja(&self, scope: &JValue) -> Result<JValue, String> {
+    /// The evaluation error, as an [`ExprError`].
+    pub fn eval_jinja(&self, scope: &JValue) -> Result<JValue, ExprError> {
         match self {
             Compiled::Literal(_, j) => Ok(j.clone()),
             Compiled::Name(n) => {
-                let v = scope.get_attr(n).map_err(|e| describe(&e))?;
+                let v = scope
+                    .get_attr(n)
+                    .map_err(|e| ExprError::Eval(describe(&e)))?;
                 if v.is_undefined() {
                     return Err(unset(n, scope));
                 }
@@ -227,24 +267,27 @@ impl Compiled {
 
 /// An evaluation error of the expression `source` over `scope`: an undefined value
 /// explained (path, what exists), anything else as [`describe`] gives it.
-fn explain(e: &minijinja::Error, source: &str, scope: &JValue) -> String {
-    crate::jinja::undefined_message(e, source, false, scope).unwrap_or_else(|| describe(e))
-}
-
-/// The error for an expression that evaluated to undefined.
-fn undefined_result(source: &str, scope: &JValue) -> String {
-    match crate::jinja::explain_undefined(source, scope) {
-        Some(x) => format!("undefined value: `{}`: {}", x.path, x.detail),
-        None => format!("`{source}` is undefined"),
+fn explain(e: &minijinja::Error, source: &str, scope: &JValue) -> ExprError {
+    match crate::jinja::undefined_message(e, source, false, scope) {
+        Some(m) => ExprError::Undefined(m),
+        None => ExprError::Eval(describe(e)),
     }
 }
 
+/// The error for an expression that evaluated to undefined.
+fn undefined_result(source: &str, scope: &JValue) -> ExprError {
+    ExprError::Undefined(match crate::jinja::explain_undefined(source, scope) {
+        Some(x) => format!("undefined value: `{}`: {}", x.path, x.detail),
+        None => format!("`{source}` is undefined"),
+    })
+}
+
 /// The error for a bare name that is not set.
-fn unset(name: &str, scope: &JValue) -> String {
-    format!(
+fn unset(name: &str, scope: &JValue) -> ExprError {
+    ExprError::Undefined(format!(
         "undefined value: {}",
         crate::jinja::unset_detail(name, scope)
-    )
+    ))
 }
 
 /// A minijinja error as one line, with its detail.
@@ -276,11 +319,11 @@ impl EngineBuilder {
     /// Adds a template under a name.
     ///
     /// # Errors
-    /// The syntax error, as text.
-    pub fn add_template(&mut self, name: String, source: String) -> Result<(), String> {
+    /// The syntax error, as an [`ExprError`].
+    pub fn add_template(&mut self, name: String, source: String) -> Result<(), ExprError> {
         self.env
             .add_template_owned(name, source)
-            .map_err(|e| describe(&e))
+            .map_err(|e| ExprError::Syntax(describe(&e)))
     }
 
     /// Freezes the environment (leaking it, see the module docs).
@@ -308,19 +351,21 @@ impl Engine {
     ///
     /// # Errors
     /// When no template has that name.
-    pub fn template(&self, name: &str) -> Result<Template<'static, 'static>, String> {
-        self.env.get_template(name).map_err(|e| describe(&e))
+    pub fn template(&self, name: &str) -> Result<Template<'static, 'static>, ExprError> {
+        self.env
+            .get_template(name)
+            .map_err(|e| ExprError::NoTemplate(describe(&e)))
     }
 
     /// Compiles an expression.
     ///
     /// # Errors
-    /// The syntax error, as text.
-    pub fn expr(&self, source: &str) -> Result<Expr, String> {
+    /// The syntax error, as an [`ExprError`].
+    pub fn expr(&self, source: &str) -> Result<Expr, ExprError> {
         let expr = self
             .env
             .compile_expression_owned(source.to_string())
-            .map_err(|e| format!("`{source}`: {}", describe(&e)))?;
+            .map_err(|e| ExprError::Syntax(format!("`{source}`: {}", describe(&e))))?;
         // A predicate that tests types or branches itself (`x is number and x > 5`,
         // `x > 5 if x is defined else false`) guards its own comparisons; the operand
         // check below evaluates operands without short-circuiting, so it would reject
@@ -358,8 +403,8 @@ impl Engine {
     /// literal.
     ///
     /// # Errors
-    /// The syntax error of an expression, as text.
-    pub fn value(&self, v: &Value) -> Result<Compiled, String> {
+    /// The syntax error of an expression, as an [`ExprError`].
+    pub fn value(&self, v: &Value) -> Result<Compiled, ExprError> {
         match v {
             Value::String(s) if is_bare_name(s.trim()) => Ok(Compiled::Name(Arc::from(s.trim()))),
             Value::String(s) if quoted_literal(s.trim()).is_some() => {
@@ -371,7 +416,7 @@ impl Engine {
                 let e = self
                     .env
                     .compile_expression_owned(s.clone())
-                    .map_err(|e| format!("`{s}`: {}", describe(&e)))?;
+                    .map_err(|e| ExprError::Syntax(format!("`{s}`: {}", describe(&e))))?;
                 Ok(Compiled::Expr(e, s.clone()))
             }
             other => Ok(Compiled::Literal(other.clone(), to_jinja(other))),
@@ -415,11 +460,14 @@ fn quoted_literal(s: &str) -> Option<&str> {
 /// Renders a template over a scope.
 ///
 /// # Errors
-/// The render error, as text. An undefined value names the path, the template, line
+/// The render error, as an [`ExprError`]. An undefined value names the path, the template, line
 /// and column, and what exists (see [`crate::jinja::undefined_message`]).
-pub fn render(t: &Template<'static, 'static>, scope: &JValue) -> Result<String, String> {
+pub fn render(t: &Template<'static, 'static>, scope: &JValue) -> Result<String, ExprError> {
     t.render(scope).map_err(|e| {
-        crate::jinja::undefined_message(&e, t.source(), true, scope).unwrap_or_else(|| describe(&e))
+        match crate::jinja::undefined_message(&e, t.source(), true, scope) {
+            Some(m) => ExprError::Undefined(m),
+            None => ExprError::Eval(describe(&e)),
+        }
     })
 }
 
@@ -480,7 +528,26 @@ mod tests {
         m.insert("s".into(), to_jinja(&json!("abc")));
         let scope = Scope::make(&Arc::new(m), vec![]);
         let e = engine.expr("s >= 3").unwrap();
-        assert!(e.test(&scope).is_err(), "{:?}", e.test(&scope));
+        let err = e.test(&scope).unwrap_err();
+        assert_eq!(
+            err,
+            ExprError::Unorderable {
+                operands: "`s` and `3`".into(),
+                left: "string".into(),
+                right: "number".into(),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "cannot order `s` and `3`: a string and a number"
+        );
+        let err = engine.expr("s >").unwrap_err();
+        assert!(
+            matches!(&err, ExprError::Syntax(m) if m.starts_with("`s >`: ")),
+            "{err}"
+        );
+        let err = engine.expr("t").unwrap().eval(&scope).unwrap_err();
+        assert!(matches!(err, ExprError::Undefined(_)), "{err}");
         let e = engine
             .expr("s is defined and (s | length > 2 or missing < 1)")
             .unwrap();

@@ -15,7 +15,7 @@
 //! # async fn demo() -> Result<(), String> {
 //! use ragloop::runtime::*;
 //! let program = ragloop::compile::load_program(std::path::Path::new("graphs/crag.yaml"), None, &[]).map_err(|e| e.to_string())?;
-//! let res = Resources::prepare(&program, ResourceOptions::default())?;
+//! let res = Resources::prepare(&program, ResourceOptions::default()).map_err(|e| e.to_string())?;
 //! let input = RunInput { question: Some("What does cargo check do?".into()), sets: vec![] };
 //! let result = run(&program, &res, &input, &mut NoTrace).await;
 //! println!("{} {:?}", result.status, result.answer);
@@ -26,14 +26,17 @@ mod integers;
 pub mod interpreter;
 mod nodes;
 pub mod program;
+pub mod program_error;
 pub mod resources;
 pub mod state;
 pub mod status;
 pub mod trace;
 
 pub use interpreter::{run, run_until};
-pub use program::Program;
-pub use resources::{ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture};
+pub use program::{NodeFault, Program, ProgramError, SetError};
+pub use resources::{
+    ResourceError, ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture,
+};
 pub use status::Status;
 pub use tokio_util::sync::CancellationToken;
 pub use trace::{JsonlTrace, NoTrace, Observer, StepRecord, Verbose};

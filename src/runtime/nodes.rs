@@ -1,10 +1,11 @@
 //! Running one node: retrieval, tool search, LLM calls (with fan-out, retries and
 //! schema repair turns), and the names `update` values can read.
-use super::expr::{render, to_jinja, to_json, Compiled, Mirror, Names, Scope};
+use super::expr::{render, to_jinja, to_json, Compiled, ExprError, Mirror, Names, Scope};
 use super::program::{Body, LlmProg, NodeProg, Program};
 use super::resources::Resources;
 use super::trace::{LlmStats, RetrievedDoc};
 use crate::providers::{LlmRequest, LlmResponse, Message, Provider, ProviderError};
+use crate::retrieval::SearchError;
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use minijinja::value::Value as JValue;
@@ -98,7 +99,7 @@ pub(super) fn name(n: &'static str) -> Arc<str> {
 pub enum StepError {
     /// The `query` template of a retrieve or tool node failed to render.
     #[error("query template: {0}")]
-    Query(String),
+    Query(ExprError),
     /// The node's retriever was not opened.
     #[error("retriever `{0}` is not open")]
     RetrieverNotOpen(String),
@@ -107,8 +108,8 @@ pub enum StepError {
     Retriever {
         /// Retriever name.
         retriever: String,
-        /// The search's message.
-        message: String,
+        /// Why the search failed.
+        message: SearchError,
     },
     /// The node's tool was not opened.
     #[error("tool `{0}` is not open")]
@@ -132,24 +133,24 @@ pub enum StepError {
     Over {
         /// The `over` expression.
         over: String,
-        /// The evaluation's message.
-        message: String,
+        /// The evaluation's error.
+        message: ExprError,
     },
     /// An `inputs` value of an llm or map call failed.
     #[error("input `{input}`: {message}")]
     Input {
         /// Input name.
         input: String,
-        /// The evaluation's message.
-        message: String,
+        /// The evaluation's error.
+        message: ExprError,
     },
     /// The system or user prompt failed to render.
     #[error("{part} prompt: {message}")]
     Prompt {
         /// `system` or `user`.
         part: &'static str,
-        /// The template's message.
-        message: String,
+        /// The template's error.
+        message: ExprError,
     },
     /// One item of a map failed (its siblings were cancelled).
     #[error("item {index}: {error}")]
@@ -297,7 +298,7 @@ pub(super) async fn exec(
             let docs = r.search(&q, *top_k).await.map_err(|e| {
                 plain(StepError::Retriever {
                     retriever: retriever.clone(),
-                    message: e.to_string(),
+                    message: e,
                 })
             })?;
             Ok(documents_out(docs, node))
@@ -313,6 +314,7 @@ pub(super) async fn exec(
             let docs = r.search(&q, top_k).await.map_err(|e| {
                 // Web-search tools name themselves already.
                 let own = format!("tool `{tool}`: ");
+                let e = e.to_string();
                 plain(StepError::Tool(if e.starts_with(&own) {
                     e
                 } else {
@@ -384,7 +386,7 @@ pub(super) async fn exec(
                         .try_iter()
                         .map_err(|e| not_list(super::expr::describe(&e)))?
                     {
-                        let j = to_json(&v).map_err(not_list)?;
+                        let j = to_json(&v).map_err(|e| not_list(e.to_string()))?;
                         out.push((v, j));
                     }
                     out
@@ -476,7 +478,7 @@ pub(super) fn request(
         let j = match c {
             Compiled::Name(n) => names.json(n).ok_or_else(|| StepError::Input {
                 input: input.to_string(),
-                message: format!("`{n}` is not defined"),
+                message: ExprError::Undefined(format!("`{n}` is not defined")),
             })?,
             _ => to_json(&v).map_err(|message| StepError::Input {
                 input: input.to_string(),

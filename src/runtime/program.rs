@@ -1,7 +1,8 @@
 //! A spec compiled for running: templates, expressions and schemas compiled once,
 //! from the texts validation read ([`Inputs`]), edge targets resolved to indices of
 //! the spec's [`Topology`]. Built by [`crate::compile`]; the runtime only reads it.
-use super::expr::{Compiled, Engine, EngineBuilder, Expr};
+use super::expr::{Compiled, Engine, EngineBuilder, Expr, ExprError};
+pub use super::program_error::{NodeFault, ProgramError, SetError};
 use super::state::SchemaCheck;
 use crate::graph::Topology;
 use crate::spec::types::{
@@ -99,8 +100,8 @@ impl PromptPart {
     /// The prompt text for a scope.
     ///
     /// # Errors
-    /// The render error, as text.
-    pub fn render(&self, scope: &minijinja::value::Value) -> Result<String, String> {
+    /// The render error (see [`super::expr::render`]).
+    pub fn render(&self, scope: &minijinja::value::Value) -> Result<String, ExprError> {
         match self {
             PromptPart::Static(s) => Ok(s.clone()),
             PromptPart::Template(t) => super::expr::render(t, scope),
@@ -204,38 +205,42 @@ impl Program {
     /// state schema, every node's output schema and every prompt's text.
     ///
     /// # Errors
-    /// A message naming the node at fault: a template or expression that does not
-    /// compile, a missing input, an edge to an unknown node, a branch without `else`
-    /// (none of which a spec that passed `validate` has).
+    /// A [`ProgramError`] naming the node at fault: a template or expression that does
+    /// not compile, a missing input, an edge to an unknown node, a branch without
+    /// `else` (none of which a spec that passed `validate` has).
     pub fn compile(
         loaded: &LoadedSpec,
         topology: Arc<Topology>,
         files: &Inputs,
-    ) -> Result<Program, String> {
+    ) -> Result<Program, ProgramError> {
         let spec = &loaded.spec;
-        let target = |name: &str, from: &str| -> Result<Target, String> {
+        let target = |name: &str, from: &str| -> Result<Target, ProgramError> {
             match topology.target(name) {
                 Some(ix) if ix == topology.end => Ok(Target::End),
                 Some(ix) => Ok(Target::Node(ix)),
-                None => Err(format!(
-                    "edge of node `{from}` leads to unknown node `{name}`"
-                )),
+                None => Err(ProgramError::UnknownTarget {
+                    from: from.to_string(),
+                    to: name.to_string(),
+                }),
             }
         };
         let state_schema = &files.state_schema;
-        let state_check =
-            SchemaCheck::new(state_schema).map_err(|e| format!("state schema: {e}"))?;
+        let state_check = SchemaCheck::new(state_schema).map_err(ProgramError::StateSchema)?;
         let state_fields = state_schema
             .get("properties")
             .and_then(Value::as_object)
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
-        let prompt = |name: &str, part: &'static str| -> Result<String, String> {
+        let node_fault = |node: &str, fault: NodeFault| ProgramError::Node {
+            node: node.to_string(),
+            fault,
+        };
+        let prompt = |name: &str, part: &'static str| -> Result<String, ProgramError> {
             files
                 .prompts
                 .get(&(name.to_string(), part))
                 .map(|t| t.to_string())
-                .ok_or_else(|| format!("node `{name}`: {part} prompt was not loaded"))
+                .ok_or_else(|| node_fault(name, NodeFault::PromptNotLoaded(part)))
         };
 
         // Templates first: the environment is frozen before expressions compile.
@@ -243,7 +248,15 @@ impl Program {
         for (name, node) in &spec.nodes {
             let add = |b: &mut EngineBuilder, part: &str, text: String| {
                 b.add_template(format!("{name}/{part}"), text)
-                    .map_err(|e| format!("node `{name}`: {part} template: {e}"))
+                    .map_err(|error| {
+                        node_fault(
+                            name,
+                            NodeFault::Template {
+                                part: part.to_string(),
+                                error,
+                            },
+                        )
+                    })
             };
             match node {
                 NodeSpec::Retrieve(RetrieveNode { query, .. })
@@ -263,19 +276,19 @@ impl Program {
         let tpl = |name: &str, part: &str| {
             engine
                 .template(&format!("{name}/{part}"))
-                .map_err(|e| format!("node `{name}`: {e}"))
+                .map_err(|e| node_fault(name, NodeFault::NoTemplate(e)))
         };
 
         let mut nodes = Vec::with_capacity(spec.nodes.len());
         for (name, node) in &spec.nodes {
-            let in_node = |e: String| format!("node `{name}`: {e}");
-            let llm = |l: &LlmNode| -> Result<LlmProg, String> {
+            let in_node = |fault: NodeFault| node_fault(name, fault);
+            let llm = |l: &LlmNode| -> Result<LlmProg, ProgramError> {
                 let model_spec = spec
                     .models
                     .get(&l.model)
                     .cloned()
                     .map(Arc::new)
-                    .ok_or_else(|| in_node(format!("unknown model `{}`", l.model)))?;
+                    .ok_or_else(|| in_node(NodeFault::UnknownModel(l.model.clone())))?;
                 let inputs = l
                     .inputs
                     .iter()
@@ -283,18 +296,23 @@ impl Program {
                         engine
                             .value(v)
                             .map(|c| (Arc::<str>::from(k.as_str()), c))
-                            .map_err(|e| in_node(format!("input `{k}`: {e}")))
+                            .map_err(|error| {
+                                in_node(NodeFault::Input {
+                                    input: k.clone(),
+                                    error,
+                                })
+                            })
                     })
-                    .collect::<Result<Vec<_>, String>>()?;
+                    .collect::<Result<Vec<_>, ProgramError>>()?;
                 let schema = match &l.schema {
                     Some(_) => {
                         let v = files
                             .schemas
                             .get(name)
                             .cloned()
-                            .ok_or_else(|| in_node("schema was not loaded".into()))?;
+                            .ok_or_else(|| in_node(NodeFault::SchemaNotLoaded))?;
                         let check =
-                            SchemaCheck::new(&v).map_err(|e| in_node(format!("schema: {e}")))?;
+                            SchemaCheck::new(&v).map_err(|e| in_node(NodeFault::Schema(e)))?;
                         Some((Arc::new(v), check))
                     }
                     None => None,
@@ -321,7 +339,7 @@ impl Program {
                     let r = spec
                         .retrievers
                         .get(retriever)
-                        .ok_or_else(|| in_node(format!("unknown retriever `{retriever}`")))?;
+                        .ok_or_else(|| in_node(NodeFault::UnknownRetriever(retriever.clone())))?;
                     Body::Retrieve {
                         retriever: retriever.clone(),
                         query: tpl(name, "query")?,
@@ -333,12 +351,10 @@ impl Program {
                     let over = l
                         .over
                         .as_deref()
-                        .ok_or_else(|| in_node("a map node needs `over`".into()))?;
+                        .ok_or_else(|| in_node(NodeFault::NoOver))?;
                     Body::Map {
                         call: llm(l)?,
-                        over: engine
-                            .expr(over)
-                            .map_err(|e| in_node(format!("over: {e}")))?,
+                        over: engine.expr(over).map_err(|e| in_node(NodeFault::Over(e)))?,
                         over_name: match engine.value(&Value::String(over.to_string())) {
                             Ok(Compiled::Name(n)) => Some(n.to_string()),
                             _ => None,
@@ -356,7 +372,7 @@ impl Program {
                             | ToolSpec::Searxng { top_k, .. }
                             | ToolSpec::Tavily { top_k, .. },
                         ) => *top_k as usize,
-                        None => return Err(in_node(format!("unknown tool `{tool}`"))),
+                        None => return Err(in_node(NodeFault::UnknownTool(tool.clone()))),
                     },
                 },
             };
@@ -368,23 +384,27 @@ impl Program {
                     engine
                         .value(v)
                         .map(|c| (field.clone(), reducer, c))
-                        .map_err(|e| in_node(format!("update `{field}`: {e}")))
+                        .map_err(|error| {
+                            in_node(NodeFault::Update {
+                                field: field.clone(),
+                                error,
+                            })
+                        })
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, ProgramError>>()?;
             let edge = spec
                 .edges
                 .get(name)
-                .ok_or_else(|| in_node("no outgoing edge".into()))?;
+                .ok_or_else(|| in_node(NodeFault::NoEdge))?;
             let mut arms = Vec::new();
             let mut otherwise = None;
             for arm in edge.arms() {
                 let to = target(arm.to, name)?;
                 match arm.when {
                     None => otherwise = Some(to),
-                    Some(w) => arms.push((
-                        engine.expr(w).map_err(|e| in_node(format!("edge: {e}")))?,
-                        to,
-                    )),
+                    Some(w) => {
+                        arms.push((engine.expr(w).map_err(|e| in_node(NodeFault::Edge(e)))?, to))
+                    }
                 }
             }
             let edge = match (arms.is_empty(), otherwise, edge) {
@@ -394,10 +414,7 @@ impl Program {
                 {
                     EdgeProg::Branch { arms, otherwise }
                 }
-                _ => return Err(in_node(
-                    "an edge arm needs `when` and `to`, or `else`, and the branch ends with `else`"
-                        .into(),
-                )),
+                _ => return Err(in_node(NodeFault::BadArms)),
             };
             let output_in_exprs = update.iter().any(|(_, _, c)| {
                 c.needs_scope()
@@ -417,7 +434,7 @@ impl Program {
         }
         let entry = topology
             .entry
-            .ok_or_else(|| format!("entry node `{}` does not exist", spec.entry))?;
+            .ok_or_else(|| ProgramError::NoEntry(spec.entry.clone()))?;
         Ok(Program {
             name: spec.name.clone(),
             variant: loaded.variant.clone(),
@@ -454,18 +471,18 @@ impl Program {
     /// the sets produce, so `$ref`s and combinators of the state schema apply).
     ///
     /// # Errors
-    /// A message naming the first faulty `--set`: its field, the type the state
+    /// A [`SetError`] naming the first faulty `--set`: its field, the type the state
     /// schema gives it (`integer`, `array`, ...) and the violation.
-    pub fn check_sets(&self, sets: &[(String, Value)]) -> Result<(), String> {
+    pub fn check_sets(&self, sets: &[(String, Value)]) -> Result<(), SetError> {
         for (field, _) in sets {
             if field == "question" {
-                return Err("--set question: give the question with --question or --input".into());
+                return Err(SetError::Question);
             }
             if !self.state_fields.iter().any(|f| f == field) {
-                return Err(format!(
-                    "--set {field}: the state has no field `{field}` (fields: {})",
-                    self.state_fields.join(", ")
-                ));
+                return Err(SetError::UnknownField {
+                    field: field.clone(),
+                    fields: self.state_fields.clone(),
+                });
             }
         }
         if sets.is_empty() {
@@ -499,11 +516,12 @@ impl Program {
                         Value::String(t) => t.clone(),
                         other => other.to_string(),
                     });
-                let says = match ty {
-                    Some(t) => format!("the state schema says `{field}` is {t}"),
-                    None => format!("`{field}` does not match the state schema"),
-                };
-                return Err(format!("--set {field}={value}: {says}: {v}"));
+                return Err(SetError::Mismatch {
+                    field: field.clone(),
+                    value: value.clone(),
+                    expected: ty,
+                    violation: v.to_string(),
+                });
             }
         }
         Ok(())

@@ -12,12 +12,32 @@ use crate::providers::cassette::{Cassette, CassetteWriter, RecordingProvider};
 use crate::providers::registry::{provider_for, wrap};
 use crate::providers::replay::ReplayProvider;
 use crate::providers::Provider;
-pub use crate::retrieval::{open_dense, open_index, Retriever, ScriptedRetriever, SearchFuture};
+pub use crate::retrieval::{
+    open_dense, open_index, Retriever, ScriptedRetriever, SearchError, SearchFuture,
+};
 use crate::retrieval::{open_retriever, open_tool, Index, OpenContext};
 use crate::spec::types::Provider as Kind;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Why [`Resources::prepare`] failed. `Display` is the message `run` prints.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    /// API keys are missing: one message per model or tool (see
+    /// [`crate::providers::keys::missing`]), shown joined by `; `.
+    #[error("{}", .0.join("; "))]
+    MissingKeys(Vec<String>),
+    /// A retriever did not open (the message names it and its corpus path).
+    #[error("{0}")]
+    Retriever(String),
+    /// A tool did not open (the message names it).
+    #[error("{0}")]
+    Tool(String),
+    /// A model's provider could not be built (the message names the model).
+    #[error("{0}")]
+    Provider(String),
+}
 
 /// How to open the resources of a run.
 ///
@@ -74,10 +94,13 @@ impl Resources {
     /// ones are not (a cassette answers at once, and a recorded failure is final).
     ///
     /// # Errors
-    /// A message naming the retriever (with the corpus path), tool or model at fault;
-    /// missing API keys are checked first, before any corpus is opened (see
-    /// [`crate::providers::registry::missing_keys`]).
-    pub fn prepare(program: &super::Program, opts: ResourceOptions) -> Result<Resources, String> {
+    /// A [`ResourceError`] naming the retriever (with the corpus path), tool or model
+    /// at fault; missing API keys are checked first, before any corpus is opened (see
+    /// [`crate::providers::keys::missing`]).
+    pub fn prepare(
+        program: &super::Program,
+        opts: ResourceOptions,
+    ) -> Result<Resources, ResourceError> {
         let spec = &program.spec;
         let root = &program.root;
         let mut res = Resources::default();
@@ -93,7 +116,7 @@ impl Resources {
             },
         );
         if !missing.is_empty() {
-            return Err(missing.join("; "));
+            return Err(ResourceError::MissingKeys(missing));
         }
         let ctx = OpenContext {
             root,
@@ -106,7 +129,7 @@ impl Resources {
                 res.retrievers.insert(name.clone(), Arc::clone(o));
                 continue;
             }
-            let opened = open_retriever(name, r, &ctx)?;
+            let opened = open_retriever(name, r, &ctx).map_err(ResourceError::Retriever)?;
             first_index.get_or_insert(opened.index);
             res.retrievers.insert(name.clone(), opened.retriever);
         }
@@ -127,7 +150,8 @@ impl Resources {
                 res.tools.insert(name.clone(), Arc::clone(o));
                 continue;
             }
-            res.tools.insert(name.clone(), open_tool(name, t, &ctx)?);
+            let tool = open_tool(name, t, &ctx).map_err(ResourceError::Tool)?;
+            res.tools.insert(name.clone(), tool);
         }
         for (name, m) in &spec.models {
             if embed_only.contains(name.as_str()) && !opts.providers.contains_key(name) {
@@ -141,7 +165,8 @@ impl Resources {
                     Arc::clone(p)
                 }
                 (None, _) if m.provider == Kind::Replay => {
-                    let r = ReplayProvider::from_spec(name, m, root)?;
+                    let r = ReplayProvider::from_spec(name, m, root)
+                        .map_err(ResourceError::Provider)?;
                     // Recorded again under the configuration it replays.
                     keys = r.keys().clone();
                     Arc::new(r)
@@ -149,7 +174,8 @@ impl Resources {
                 (None, Some(c)) => Arc::new(ReplayProvider::new(Arc::clone(c), name, keys.clone())),
                 (None, None) => {
                     local = false;
-                    provider_for(name, m, root, first_index.clone())?
+                    provider_for(name, m, root, first_index.clone())
+                        .map_err(ResourceError::Provider)?
                 }
             };
             if !local {
