@@ -24,26 +24,30 @@ mod bm25;
 mod chunk;
 mod corpus;
 pub mod dense;
+mod diversity;
 mod document;
 pub mod embed;
 mod error;
 mod extracted;
 mod fingerprint;
 mod html;
+mod hygiene;
 mod index;
 mod ingest;
 mod markdown;
 mod options;
 mod retriever;
+mod skips;
 mod sysroot;
 mod vectors;
 pub mod web;
 
-pub use bm25::open_index;
+pub use bm25::{open_index, CorpusFilter};
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
 pub(crate) use corpus::check_dir;
 pub use corpus::{cache_root, default_index_dir, resolve_corpus};
 pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
+pub use diversity::{Diversified, Diversity};
 pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};
 pub use embed::Embedder;
 pub use error::RetrievalError;
@@ -53,6 +57,7 @@ pub use index::{Index, FORMAT_VERSION};
 pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
 pub use options::{BuildReport, IndexOptions};
 pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};
+pub use skips::{SkipReason, SkippedFile, Skips};
 
 use crate::diag::{Code, Diagnostic};
 use crate::spec::types::{ModelSpec, RetrieverSpec, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
@@ -93,29 +98,34 @@ pub fn open_retriever(
     spec: &RetrieverSpec,
     ctx: &OpenContext<'_>,
 ) -> Result<Opened, String> {
-    let corpus = |exclude| {
+    let corpus = || {
         bm25::open_corpus(
             &format!("retriever `{name}`"),
             spec.corpus(),
             ctx.corpus,
-            exclude,
+            |c| CorpusFilter::of(spec, c),
             ctx,
         )
     };
-    match spec {
-        RetrieverSpec::Bm25(o) => bm25::open(name, o, ctx),
+    let mut opened = match spec {
+        RetrieverSpec::Bm25(o) => bm25::open(name, spec, o, ctx)?,
         RetrieverSpec::Dense(o) => {
-            let index = corpus(o.exclude.as_deref())?;
-            dense::open(name, spec.kind(), index, o.embedding(), Fusion::Dense, ctx)
+            dense::open(name, spec.kind(), corpus()?, o.embedding(), Fusion::Dense, ctx)?
         }
         RetrieverSpec::Hybrid(o) => {
-            let index = corpus(o.exclude.as_deref())?;
             let fusion = Fusion::Hybrid {
                 k: o.rrf_k.unwrap_or(dense::DEFAULT_RRF_K),
             };
-            dense::open(name, spec.kind(), index, o.embedding(), fusion, ctx)
+            dense::open(name, spec.kind(), corpus()?, o.embedding(), fusion, ctx)?
         }
+    };
+    let diversity = Diversity {
+        max_per_source: spec.max_per_source().map(|n| n as usize),
+    };
+    if !diversity.is_identity() {
+        opened.retriever = Arc::new(Diversified::new(opened.retriever, diversity));
     }
+    Ok(opened)
 }
 
 /// Opens tool `name`: a `corpus` tool is a BM25 index (never replaced by
@@ -131,7 +141,13 @@ pub fn open_tool(
 ) -> Result<Arc<dyn Retriever>, String> {
     Ok(match tool {
         ToolSpec::Corpus { corpus, .. } => {
-            bm25::open_corpus(&format!("tool `{name}`"), corpus, None, None, ctx)?
+            bm25::open_corpus(
+                &format!("tool `{name}`"),
+                corpus,
+                None,
+                CorpusFilter::default_for,
+                ctx,
+            )?
         }
         ToolSpec::Searxng {
             base_url,
@@ -181,6 +197,7 @@ pub fn check_retriever(
         ranges.push(("dimensions", e.dimensions, 1, 65_536));
         ranges.push(("batch_size", e.batch_size, 1, 2048));
     }
+    ranges.push(("max_per_source", spec.max_per_source(), 1, 1000));
     if let RetrieverSpec::Hybrid(o) = spec {
         ranges.push(("rrf_k", o.rrf_k, 0, 100_000));
     }

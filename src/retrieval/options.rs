@@ -1,5 +1,6 @@
 //! What an index build takes ([`IndexOptions`]) and reports ([`BuildReport`]).
-use super::ChunkSizes;
+use super::{ChunkSizes, SkipReason, SkippedFile};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Options for building an index. The chunk sizes and exclude patterns are part of the
@@ -11,6 +12,13 @@ pub struct IndexOptions {
     /// characters (including `/`), `?` exactly one. Default: `["print.html"]` (the
     /// mdBook whole-book page, which duplicates every other page).
     pub exclude: Vec<String>,
+    /// Files to keep: when not empty, only files matching one of these patterns (same
+    /// rules as `exclude`) are indexed; `exclude` still applies to them. Default: empty.
+    pub include: Vec<String>,
+    /// Skip placeholder pages, duplicates and all-in-one pages, found by their content
+    /// (see `hygiene.rs`: the rules and their thresholds). Default `false`; on by
+    /// default for `rust-docs:` corpora in specs and `ragloop index`.
+    pub hygiene: bool,
     /// Chunk sizes, in bytes of UTF-8 text.
     pub chunk: ChunkSizes,
     /// Show an indicatif progress bar on stderr (only drawn when stderr is a terminal).
@@ -26,6 +34,8 @@ impl Default for IndexOptions {
     fn default() -> Self {
         IndexOptions {
             exclude: vec!["print.html".to_string()],
+            include: Vec::new(),
+            hygiene: false,
             chunk: ChunkSizes::default(),
             progress: false,
             force: false,
@@ -44,6 +54,10 @@ pub struct BuildReport {
     /// Files looked at but not indexed: excluded, redirect stubs, empty, binary,
     /// invalid UTF-8, unreadable, symlink loops.
     pub skipped: usize,
+    /// The skipped files counted by reason (the counts sum to `skipped`).
+    pub skipped_by_reason: BTreeMap<SkipReason, usize>,
+    /// Every skipped file with its reason, in the order found (`ragloop index --verbose`).
+    pub skipped_files: Vec<SkippedFile>,
     /// One line per problem worth telling the user about (unreadable file, loop, ...).
     /// Expected skips (redirect stubs, excluded files) are counted, not warned.
     pub warnings: Vec<String>,

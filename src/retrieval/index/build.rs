@@ -6,8 +6,9 @@ use std::path::Path;
 
 use tantivy::TantivyDocument;
 
-use super::super::ingest::load_file;
-use super::super::{IndexOptions, RetrievalError};
+use super::super::hygiene::for_each_kept;
+use super::super::ingest::chunk_file;
+use super::super::{IndexOptions, RetrievalError, Skips};
 use super::{analyzer, schema, tv, Manifest, FORMAT_VERSION, MANIFEST, TOKENIZER};
 
 fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
@@ -31,7 +32,7 @@ pub(super) fn write_index(
     files: Vec<super::super::ingest::Candidate>,
     opts: &IndexOptions,
     fingerprint: &str,
-    skipped: &mut usize,
+    skips: &mut Skips,
     warnings: &mut Vec<String>,
 ) -> Result<(usize, usize), RetrievalError> {
     let (schema, f) = schema();
@@ -43,11 +44,10 @@ pub(super) fn write_index(
     let pb = progress_bar(opts.progress, files.len());
     pb.set_message("indexing");
     let (mut n_files, mut n_chunks) = (0usize, 0usize);
-    for cand in files {
+    for_each_kept(&files, opts, skips, warnings, |cand, extracted, skips| {
         pb.inc(1);
-        let bytes = std::fs::read(&cand.path);
-        let Some(loaded) = load_file(&cand, bytes, &opts.chunk, skipped, warnings) else {
-            continue;
+        let Some(loaded) = chunk_file(cand, extracted, &opts.chunk, skips) else {
+            return Ok(());
         };
         n_files += 1;
         for d in loaded.documents {
@@ -71,12 +71,13 @@ pub(super) fn write_index(
             writer.add_document(doc).map_err(tv(dir))?;
             n_chunks += 1;
         }
-    }
+        Ok::<(), RetrievalError>(())
+    })?;
     pb.finish_and_clear();
     if n_chunks == 0 {
         return Err(RetrievalError::EmptyCorpus {
             dir: corpus.to_path_buf(),
-            skipped: *skipped,
+            skipped: skips.len(),
         });
     }
     writer.commit().map_err(tv(dir))?;
@@ -86,7 +87,8 @@ pub(super) fn write_index(
         fingerprint: fingerprint.to_string(),
         files: n_files,
         chunks: n_chunks,
-        skipped: *skipped,
+        skipped: skips.len(),
+        skipped_files: skips.files.clone(),
         warnings: warnings.clone(),
         corpus: corpus.display().to_string(),
     };

@@ -20,7 +20,7 @@ mod store;
 
 /// Version of the on-disk layout (schema, tokenizer, chunking, metadata keys). An index
 /// whose manifest has another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const TOKENIZER: &str = "ragloop_en";
 const MANIFEST: &str = "manifest.json";
@@ -37,6 +37,9 @@ struct Manifest {
     files: usize,
     chunks: usize,
     skipped: usize,
+    /// Every skipped file and why (format 2).
+    #[serde(default)]
+    skipped_files: Vec<super::SkippedFile>,
     warnings: Vec<String>,
     corpus: String,
 }
