@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ragloop::retrieval::{resolve_corpus, Diversity, Index, IndexOptions};
+use ragloop::retrieval::{resolve_corpus, ChunkSizes, Diversity, FieldWeights, Index, IndexOptions};
 
 /// Issue 13's single-shot targets: hit@1, hit@4 (answerable), all@4 (multi-hop).
 const TARGET_HIT1: f64 = 0.90;
@@ -40,6 +40,9 @@ struct Args {
     force: bool,
     prefix: Option<String>,
     baseline: Option<PathBuf>,
+    weights: FieldWeights,
+    chunk: Option<ChunkSizes>,
+    heading_weight: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -57,6 +60,9 @@ fn parse_args() -> Result<Args, String> {
         force: false,
         prefix: None,
         baseline: None,
+        weights: FieldWeights::default(),
+        chunk: None,
+        heading_weight: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -73,6 +79,26 @@ fn parse_args() -> Result<Args, String> {
                 let v = value()?;
                 args.max_per_source =
                     Some(v.parse().map_err(|_| format!("--max-per-source {v:?}"))?)
+            }
+            "--weights" => {
+                let v = value()?;
+                let w: Vec<f32> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+                let [title, headings] = w[..] else {
+                    return Err(format!("--weights TITLE,HEADINGS, not {v:?}"));
+                };
+                args.weights = FieldWeights { title, headings };
+            }
+            "--chunk" => {
+                let v = value()?;
+                let w: Vec<usize> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+                let [target, max, overlap] = w[..] else {
+                    return Err(format!("--chunk TARGET,MAX,OVERLAP, not {v:?}"));
+                };
+                args.chunk = Some(ChunkSizes { target, max, overlap });
+            }
+            "--heading-weight" => {
+                let v = value()?;
+                args.heading_weight = Some(v.parse().map_err(|_| format!("--heading-weight {v:?}"))?);
             }
             "--no-hygiene" => args.hygiene = Some(false),
             "--hygiene" => args.hygiene = Some(true),
@@ -169,6 +195,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if !args.exclude.is_empty() {
         opts.exclude = args.exclude.clone();
     }
+    if let Some(w) = args.heading_weight {
+        opts.heading_weight = w;
+    }
+    if let Some(c) = args.chunk {
+        opts.chunk = c;
+    }
     let (index, report) = Index::open_or_build(&corpus, Some(&args.out), &opts)?;
     eprintln!(
         "{} index: {} files, {} chunks, {} skipped ({}), {:.2} s -> {}",
@@ -199,7 +231,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut by_kind: BTreeMap<String, Sums> = BTreeMap::new();
     let mut latencies = Vec::new();
     let search = |q: &str, k: usize| -> Result<Vec<String>, Box<dyn std::error::Error>> {
-        let hits = index.search(q, diversity.fetch(k))?;
+        let hits = index.search_with(q, diversity.fetch(k), &args.weights)?;
         Ok(diversity
             .apply(hits, k)
             .iter()

@@ -43,6 +43,7 @@ pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Sca
     if opts.hygiene {
         h.update(b"hygiene\n");
     }
+    h.update(format!("heading_weight {}\n", opts.heading_weight).as_bytes());
     let mut files = Vec::with_capacity(candidates.len());
     for cand in candidates {
         let bytes = std::fs::read(&cand.path);

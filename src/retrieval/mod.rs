@@ -53,7 +53,7 @@ pub use embed::Embedder;
 pub use error::RetrievalError;
 pub use extracted::{Extracted, Heading};
 pub use html::{extract_html, HtmlPage};
-pub use index::{Index, FORMAT_VERSION};
+pub use index::{FieldWeights, Index, FORMAT_VERSION};
 pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
 pub use options::{BuildReport, IndexOptions};
 pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};

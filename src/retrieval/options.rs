@@ -19,6 +19,13 @@ pub struct IndexOptions {
     /// (see `hygiene.rs`: the rules and their thresholds). Default `false`; on by
     /// default for `rust-docs:` corpora in specs and `ragloop index`.
     pub hygiene: bool,
+    /// Heading context in each chunk: the chunk's heading path (with the page title
+    /// when the path lacks it) is indexed this many times with the chunk's text, so a
+    /// query term in the headings weighs like that many occurrences in the text (a
+    /// BM25F-style field weight sharing the chunk's length normalization). 0: headings
+    /// only in their own fields. The stored `content` is unchanged. Default
+    /// [`DEFAULT_HEADING_WEIGHT`].
+    pub heading_weight: u32,
     /// Chunk sizes, in bytes of UTF-8 text.
     pub chunk: ChunkSizes,
     /// Show an indicatif progress bar on stderr (only drawn when stderr is a terminal).
@@ -30,12 +37,17 @@ pub struct IndexOptions {
     pub writer_memory: usize,
 }
 
+/// Default [`IndexOptions::heading_weight`]: a chunk's headings count twice as much
+/// as its text (measured in docs/retrieval.md).
+pub const DEFAULT_HEADING_WEIGHT: u32 = 2;
+
 impl Default for IndexOptions {
     fn default() -> Self {
         IndexOptions {
             exclude: vec!["print.html".to_string()],
             include: Vec::new(),
             hygiene: false,
+            heading_weight: DEFAULT_HEADING_WEIGHT,
             chunk: ChunkSizes::default(),
             progress: false,
             force: false,

@@ -26,6 +26,17 @@ fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
     pb
 }
 
+/// The headings of a chunk as indexed with its text: the heading path, after the page
+/// title when the path does not start with it.
+fn heading_context(title: &str, headings: &[&str]) -> String {
+    let mut parts: Vec<&str> = Vec::with_capacity(headings.len() + 1);
+    if !title.is_empty() && headings.first() != Some(&title) {
+        parts.push(title);
+    }
+    parts.extend_from_slice(headings);
+    parts.join("\n")
+}
+
 pub(super) fn write_index(
     corpus: &Path,
     dir: &Path,
@@ -66,7 +77,15 @@ pub(super) fn write_index(
             doc.add_text(f.id, &d.id);
             doc.add_text(f.title, title);
             doc.add_text(f.headings, headings.join("\n"));
+            // The stored text is the first value of `content` (what `decode` reads);
+            // the heading context is indexed after it.
             doc.add_text(f.content, &d.content);
+            if opts.heading_weight > 0 {
+                let context = heading_context(title, &headings);
+                for _ in 0..opts.heading_weight {
+                    doc.add_text(f.content, &context);
+                }
+            }
             doc.add_text(f.meta, serde_json::Value::Object(d.metadata).to_string());
             writer.add_document(doc).map_err(tv(dir))?;
             n_chunks += 1;

@@ -18,16 +18,21 @@ mod build;
 mod search;
 mod store;
 
+pub use search::FieldWeights;
+
 /// Version of the on-disk layout (schema, tokenizer, chunking, metadata keys). An index
 /// whose manifest has another version is rebuilt.
 pub const FORMAT_VERSION: u32 = 2;
 
 const TOKENIZER: &str = "ragloop_en";
 const MANIFEST: &str = "manifest.json";
-/// Query-time weight of a match in the page title.
-const TITLE_BOOST: f32 = 0.5;
-/// Query-time weight of a match in the heading path.
-const HEADINGS_BOOST: f32 = 0.8;
+/// Query-time weight of a separate clause on the page title field (0: none). The
+/// title and headings are weighted through [`super::IndexOptions::heading_weight`]
+/// instead: short-field clauses summed with the body's score measured worse
+/// (docs/retrieval.md).
+const TITLE_BOOST: f32 = 0.0;
+/// Query-time weight of a separate clause on the heading path field (0: none).
+const HEADINGS_BOOST: f32 = 0.0;
 
 /// The index's `manifest.json`, written last: an index without one is incomplete.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
