@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ragloop::retrieval::{resolve_corpus, ChunkSizes, Diversity, FieldWeights, Index, IndexOptions};
+use ragloop::retrieval::{
+    resolve_corpus, ChunkSizes, Diversity, FieldWeights, Index, IndexOptions,
+};
 
 /// Issue 13's single-shot targets: hit@1, hit@4 (answerable), all@4 (multi-hop).
 const TARGET_HIT1: f64 = 0.90;
@@ -94,11 +96,16 @@ fn parse_args() -> Result<Args, String> {
                 let [target, max, overlap] = w[..] else {
                     return Err(format!("--chunk TARGET,MAX,OVERLAP, not {v:?}"));
                 };
-                args.chunk = Some(ChunkSizes { target, max, overlap });
+                args.chunk = Some(ChunkSizes {
+                    target,
+                    max,
+                    overlap,
+                });
             }
             "--heading-weight" => {
                 let v = value()?;
-                args.heading_weight = Some(v.parse().map_err(|_| format!("--heading-weight {v:?}"))?);
+                args.heading_weight =
+                    Some(v.parse().map_err(|_| format!("--heading-weight {v:?}"))?);
             }
             "--no-hygiene" => args.hygiene = Some(false),
             "--hygiene" => args.hygiene = Some(true),
@@ -269,11 +276,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let in_top = |top: &[String], s: &str| top.iter().any(|t| t == s);
         let e = by_kind.entry(kind).or_default();
         e.n += 1;
-        e.hit1 += f64::from(u8::from(top4.first().map(|t| labelled.contains(&t.as_str())) == Some(true)));
+        e.hit1 += f64::from(u8::from(
+            top4.first().map(|t| labelled.contains(&t.as_str())) == Some(true),
+        ));
         e.hit4 += f64::from(u8::from(labelled.iter().any(|s| in_top(&top4, s))));
         e.all4 += f64::from(u8::from(labelled.iter().all(|s| in_top(&top4, s))));
-        e.recall10 += labelled.iter().filter(|s| in_top(&top10, s)).count() as f64
-            / labelled.len() as f64;
+        e.recall10 +=
+            labelled.iter().filter(|s| in_top(&top10, s)).count() as f64 / labelled.len() as f64;
     }
     let baseline = match &args.baseline {
         Some(p) => Some(read_baseline(p)?),
@@ -295,7 +304,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "| kind | n | hit@1 | target | bm25 | hit@4 | target | bm25 | all@4 | target | bm25 | recall@10 |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
     let mut total = Sums::default();
     for (kind, s) in &by_kind {
         let all4_target = if kind == "multi_hop" {
@@ -321,7 +332,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         for s in baseline.iter().flat_map(|m| m.values()) {
             b.add(s);
         }
-        let bshare = |x: f64| if b.n == 0 { "–".to_string() } else { share(x, b.n) };
+        let bshare = |x: f64| {
+            if b.n == 0 {
+                "–".to_string()
+            } else {
+                share(x, b.n)
+            }
+        };
         println!(
             "| **answerable** | {} | {} | {TARGET_HIT1:.2} | {} | {} | {TARGET_HIT4:.2} | {} | {} | | {} | {} |",
             total.n,

@@ -30,6 +30,7 @@ mod redirects;
 mod retries_cli;
 mod retrieval;
 mod retrieval_cli;
+mod retrieval_quality;
 mod run_outputs_cli;
 mod runtime;
 mod runtime_cli;

@@ -73,15 +73,29 @@ pub fn run(args: IndexArgs) -> ExitCode {
             let mut out = std::io::stdout();
             if args.verbose {
                 for f in &report.skipped_files {
-                    let detail = f.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+                    let detail = f
+                        .detail
+                        .as_deref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default();
                     let line = format!("skipped {}: {}{detail}", f.path, f.reason);
                     let _ = writeln!(out, "{}", ragloop::text::escape_line(&line));
                 }
             }
+            let skipped = if report.skipped_by_reason.is_empty() {
+                format!("{} skipped", report.skipped)
+            } else {
+                let counts: Vec<String> = report
+                    .skipped_by_reason
+                    .iter()
+                    .map(|(reason, n)| format!("{n} {reason}"))
+                    .collect();
+                format!("{} skipped: {}", report.skipped, counts.join(", "))
+            };
             if report.reused {
                 let _ = writeln!(
                     out,
-                    "reused index of {} files, {} chunks in {:.2} s -> {} (unchanged corpus)",
+                    "reused index of {} files, {} chunks ({skipped}) in {:.2} s -> {} (unchanged corpus)",
                     report.files,
                     report.chunks,
                     report.seconds,
@@ -90,21 +104,12 @@ pub fn run(args: IndexArgs) -> ExitCode {
             } else {
                 let _ = writeln!(
                     out,
-                    "indexed {} files into {} chunks ({} skipped) in {:.2} s -> {}",
+                    "indexed {} files into {} chunks ({skipped}) in {:.2} s -> {}",
                     report.files,
                     report.chunks,
-                    report.skipped,
                     report.seconds,
                     report.index_dir.display()
                 );
-            }
-            if !report.skipped_by_reason.is_empty() {
-                let counts: Vec<String> = report
-                    .skipped_by_reason
-                    .iter()
-                    .map(|(reason, n)| format!("{n} {reason}"))
-                    .collect();
-                let _ = writeln!(out, "skipped: {}", counts.join(", "));
             }
             ExitCode::SUCCESS
         }

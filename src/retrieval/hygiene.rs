@@ -128,7 +128,11 @@ fn judge(sigs: &[(&str, Signature)]) -> Vec<Option<(SkipReason, String)>> {
         }
         let (mut total, mut covered) = (0usize, 0usize);
         let mut sources: HashSet<usize> = HashSet::new();
-        for (h, len) in s.paragraphs.iter().filter(|(h, len)| *len >= MIN_PARAGRAPH && !template(h)) {
+        for (h, len) in s
+            .paragraphs
+            .iter()
+            .filter(|(h, len)| *len >= MIN_PARAGRAPH && !template(h))
+        {
             total += len;
             let others: Vec<usize> = pages_of
                 .get(h)
@@ -243,29 +247,47 @@ mod tests {
     }
 
     fn verdicts(pages: &[(&str, Extracted)]) -> Vec<Option<SkipReason>> {
-        let sigs: Vec<(&str, Signature)> =
-            pages.iter().map(|(n, e)| (*n, signature(e))).collect();
-        judge(&sigs).into_iter().map(|v| v.map(|(r, _)| r)).collect()
+        let sigs: Vec<(&str, Signature)> = pages.iter().map(|(n, e)| (*n, signature(e))).collect();
+        judge(&sigs)
+            .into_iter()
+            .map(|v| v.map(|(r, _)| r))
+            .collect()
     }
 
-    const NOTICE: &str = "This edition of the guide is no longer published here; see the current one.";
+    const NOTICE: &str =
+        "This edition of the guide is no longer published here; see the current one.";
 
     #[test]
     fn placeholders_duplicates_and_aggregates() {
-        let long = |w: &str| format!("{w} explains how the {w} machinery works in practice, with examples. ").repeat(6);
+        let long = |w: &str| {
+            format!("{w} explains how the {w} machinery works in practice, with examples. ")
+                .repeat(6)
+        };
         let a = long("alpha");
         let b = long("beta");
         let c = long("gamma");
         let pages = vec![
             ("a.html", page("Alpha", &a)),
-            ("all.html", page("Everything", &format!("{a}\n\n{b}\n\n{c}"))),
+            (
+                "all.html",
+                page("Everything", &format!("{a}\n\n{b}\n\n{c}")),
+            ),
             ("b.html", page("Beta", &b)),
             ("c.html", page("Gamma", &c)),
             ("copy.html", page("Alpha", &a)),
             ("old/1.html", page("One", NOTICE)),
             ("old/2.html", page("Two", NOTICE)),
-            ("old/3.html", page("Three", &format!("{NOTICE}\n\nA short line of its own."))),
-            ("short.html", page("Short", "A genuine short page with one paragraph of its own.")),
+            (
+                "old/3.html",
+                page("Three", &format!("{NOTICE}\n\nA short line of its own.")),
+            ),
+            (
+                "short.html",
+                page(
+                    "Short",
+                    "A genuine short page with one paragraph of its own.",
+                ),
+            ),
         ];
         assert_eq!(
             verdicts(&pages),

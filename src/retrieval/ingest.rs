@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::chunk::{chunk_text, ChunkSizes};
 use super::extracted::Extracted;
 use super::skips::{SkipReason, Skips};
-use super::{chunk_id, html, markdown, Document, IndexOptions, RetrievalError};
+use super::{chunk_id, html, markdown, Document};
 
 /// Extensions (lowercase, without the dot) the loader understands.
 pub const EXTENSIONS: &[&str] = &["md", "markdown", "txt", "html", "htm"];
@@ -301,38 +301,6 @@ pub(crate) fn chunk_file(
         source: cand.rel.clone(),
         extracted,
         documents,
-    })
-}
-
-/// Loads and chunks every file of a corpus without building an index. This is what
-/// [`super::Index::open_or_build`] indexes; it is public so tests and tools can compare
-/// returned documents with the loader's output.
-///
-/// # Errors
-/// [`RetrievalError::CorpusNotFound`] / [`RetrievalError::NotADirectory`] for a bad
-/// root. Unreadable or unsupported files are skipped and reported, not errors.
-pub fn load_corpus(root: &Path, opts: &IndexOptions) -> Result<LoadedCorpus, RetrievalError> {
-    super::check_dir(root)?;
-    let w = walk(root, &opts.exclude, &opts.include);
-    let mut skips = w.skips;
-    let mut warnings = w.warnings;
-    let mut files = Vec::new();
-    super::hygiene::for_each_kept(
-        &w.candidates,
-        opts,
-        &mut skips,
-        &mut warnings,
-        |cand, extracted, skips| {
-            files.extend(chunk_file(cand, extracted, &opts.chunk, skips));
-            Ok::<(), std::convert::Infallible>(())
-        },
-    )
-    .unwrap_or_else(|never| match never {});
-    Ok(LoadedCorpus {
-        files,
-        skipped: skips.len(),
-        skips,
-        warnings,
     })
 }
 

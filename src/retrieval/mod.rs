@@ -34,6 +34,7 @@ mod html;
 mod hygiene;
 mod index;
 mod ingest;
+mod loader;
 mod markdown;
 mod options;
 mod retriever;
@@ -54,7 +55,8 @@ pub use error::RetrievalError;
 pub use extracted::{Extracted, Heading};
 pub use html::{extract_html, HtmlPage};
 pub use index::{FieldWeights, Index, FORMAT_VERSION};
-pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
+pub use ingest::{LoadedCorpus, LoadedFile};
+pub use loader::load_corpus;
 pub use options::{BuildReport, IndexOptions};
 pub use retriever::{Retriever, ScriptedRetriever, SearchFuture};
 pub use skips::{SkipReason, SkippedFile, Skips};
@@ -109,9 +111,14 @@ pub fn open_retriever(
     };
     let mut opened = match spec {
         RetrieverSpec::Bm25(o) => bm25::open(name, spec, o, ctx)?,
-        RetrieverSpec::Dense(o) => {
-            dense::open(name, spec.kind(), corpus()?, o.embedding(), Fusion::Dense, ctx)?
-        }
+        RetrieverSpec::Dense(o) => dense::open(
+            name,
+            spec.kind(),
+            corpus()?,
+            o.embedding(),
+            Fusion::Dense,
+            ctx,
+        )?,
         RetrieverSpec::Hybrid(o) => {
             let fusion = Fusion::Hybrid {
                 k: o.rrf_k.unwrap_or(dense::DEFAULT_RRF_K),
@@ -140,15 +147,13 @@ pub fn open_tool(
     ctx: &OpenContext<'_>,
 ) -> Result<Arc<dyn Retriever>, String> {
     Ok(match tool {
-        ToolSpec::Corpus { corpus, .. } => {
-            bm25::open_corpus(
-                &format!("tool `{name}`"),
-                corpus,
-                None,
-                CorpusFilter::default_for,
-                ctx,
-            )?
-        }
+        ToolSpec::Corpus { corpus, .. } => bm25::open_corpus(
+            &format!("tool `{name}`"),
+            corpus,
+            None,
+            CorpusFilter::default_for,
+            ctx,
+        )?,
         ToolSpec::Searxng {
             base_url,
             timeout_secs,

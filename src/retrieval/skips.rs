@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 /// Why a file of the corpus produced no chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
     /// Matched an `exclude` pattern.

@@ -203,7 +203,14 @@ mod tests {
         assert_eq!(kinds[0].name, "bm25");
         assert_eq!(
             kinds[0].fields,
-            ["corpus", "top_k", "exclude", "include", "hygiene", "max_per_source"]
+            [
+                "corpus",
+                "top_k",
+                "exclude",
+                "include",
+                "hygiene",
+                "max_per_source"
+            ]
         );
         assert!(kinds[2].fields.contains(&"rrf_k"));
         assert!(!kinds[1].fields.contains(&"rrf_k"));
