@@ -11,7 +11,7 @@ use super::{tv, Index, HEADINGS_BOOST, MAX_QUERY_TERMS, TITLE_BOOST};
 /// Query-time weights of a match in each field, relative to the chunk's text (1.0).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FieldWeights {
-    /// A clause on the page title field (0: none, the default).
+    /// A clause on the page title field (0: none; default 0.1).
     pub title: f32,
     /// A clause on the chunk's heading path field (0: none, the default).
     pub headings: f32,
@@ -28,7 +28,8 @@ impl Default for FieldWeights {
 
 impl Index {
     /// BM25 search. `query` is free text: it is analyzed into terms and matched as a
-    /// disjunction over content, headings and title; no query syntax is interpreted, so
+    /// disjunction over the chunk's text (with its heading context) and, weighted by
+    /// [`FieldWeights::default`], the page title; no query syntax is interpreted, so
     /// any text is accepted. Only the first [`MAX_QUERY_TERMS`] terms count. Returns at most `top_k` documents ordered by score
     /// descending, then id ascending; each carries its stored metadata plus `score`
     /// (f64). A query with no terms (empty, punctuation or stop words only) or
