@@ -39,6 +39,7 @@ struct Args {
     include: Vec<String>,
     hygiene: Option<bool>,
     max_per_source: Option<usize>,
+    mmr: Option<f64>,
     force: bool,
     prefix: Option<String>,
     baseline: Option<PathBuf>,
@@ -59,6 +60,7 @@ fn parse_args() -> Result<Args, String> {
         include: Vec::new(),
         hygiene: None,
         max_per_source: None,
+        mmr: None,
         force: false,
         prefix: None,
         baseline: None,
@@ -106,6 +108,10 @@ fn parse_args() -> Result<Args, String> {
                 let v = value()?;
                 args.heading_weight =
                     Some(v.parse().map_err(|_| format!("--heading-weight {v:?}"))?);
+            }
+            "--mmr" => {
+                let v = value()?;
+                args.mmr = Some(v.parse().map_err(|_| format!("--mmr {v:?}"))?);
             }
             "--no-hygiene" => args.hygiene = Some(false),
             "--hygiene" => args.hygiene = Some(true),
@@ -226,6 +232,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     let diversity = Diversity {
         max_per_source: args.max_per_source,
+        mmr: args.mmr,
     };
     let prefix = args.prefix.clone().unwrap_or_else(|| {
         corpus

@@ -265,6 +265,7 @@ async fn max_per_source_caps_a_page_and_fills_with_the_next_best() {
         Arc::new(index),
         Diversity {
             max_per_source: Some(1),
+            mmr: None,
         },
     );
     let docs = diversified

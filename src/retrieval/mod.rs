@@ -128,6 +128,7 @@ pub fn open_retriever(
     };
     let diversity = Diversity {
         max_per_source: spec.max_per_source().map(|n| n as usize),
+        mmr: spec.mmr(),
     };
     if !diversity.is_identity() {
         opened.retriever = Arc::new(Diversified::new(opened.retriever, diversity));
@@ -205,6 +206,15 @@ pub fn check_retriever(
     ranges.push(("max_per_source", spec.max_per_source(), 1, 1000));
     if let RetrieverSpec::Hybrid(o) = spec {
         ranges.push(("rrf_k", o.rrf_k, 0, 100_000));
+    }
+    if let Some(v) = spec.mmr().filter(|v| !(0.0..=1.0).contains(v)) {
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!("`retrievers.{name}.mmr` is {v}; it must be between 0 and 1"),
+            )
+            .at(ls.span(&["retrievers", name, "mmr"])),
+        );
     }
     for (key, v, min, max) in ranges {
         if let Some(v) = v.filter(|v| *v < min || *v > max) {

@@ -209,7 +209,8 @@ mod tests {
                 "exclude",
                 "include",
                 "hygiene",
-                "max_per_source"
+                "max_per_source",
+                "mmr"
             ]
         );
         assert!(kinds[2].fields.contains(&"rrf_k"));

@@ -48,6 +48,12 @@ pub struct Bm25Options {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub max_per_source: Option<u32>,
+    /// Re-order the results by maximal marginal relevance with this λ (0..1): 1 is
+    /// the backend's order, lower values trade relevance for novelty (word overlap
+    /// with the results already picked; same page counts as identical). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub mmr: Option<f64>,
 }
 
 /// Options of a `dense` retriever.
@@ -80,6 +86,12 @@ pub struct DenseOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub max_per_source: Option<u32>,
+    /// Re-order the results by maximal marginal relevance with this λ (0..1): 1 is
+    /// the backend's order, lower values trade relevance for novelty (word overlap
+    /// with the results already picked; same page counts as identical). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub mmr: Option<f64>,
     /// Required: the embedding model, a key of `models` with `provider: openai` and
     /// `model` set (e.g. `text-embedding-3-small`). Its `base_url`, `api_key_env`,
     /// `timeout_secs` and `retries` apply to the `/v1/embeddings` calls.
@@ -127,6 +139,12 @@ pub struct HybridOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub max_per_source: Option<u32>,
+    /// Re-order the results by maximal marginal relevance with this λ (0..1): 1 is
+    /// the backend's order, lower values trade relevance for novelty (word overlap
+    /// with the results already picked; same page counts as identical). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub mmr: Option<f64>,
     /// Required: the embedding model, a key of `models` with `provider: openai` and
     /// `model` set (e.g. `text-embedding-3-small`). Its `base_url`, `api_key_env`,
     /// `timeout_secs` and `retries` apply to the `/v1/embeddings` calls.
@@ -233,6 +251,15 @@ impl RetrieverSpec {
             RetrieverSpec::Bm25(o) => o.max_per_source,
             RetrieverSpec::Dense(o) => o.max_per_source,
             RetrieverSpec::Hybrid(o) => o.max_per_source,
+        }
+    }
+
+    /// `mmr` (λ), when set.
+    pub fn mmr(&self) -> Option<f64> {
+        match self {
+            RetrieverSpec::Bm25(o) => o.mmr,
+            RetrieverSpec::Dense(o) => o.mmr,
+            RetrieverSpec::Hybrid(o) => o.mmr,
         }
     }
 
