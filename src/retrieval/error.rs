@@ -18,7 +18,7 @@ pub enum RetrievalError {
         /// Files looked at and skipped.
         skipped: usize,
     },
-    /// Files were found but `include`/`exclude` leave none of them.
+    /// Files were found but `include`/`exclude` leave out every one of them.
     #[error(
         "every file of {dir} is left out by include/exclude: {seen} files found, none kept (include: {include:?}, exclude: {exclude:?})"
     )]

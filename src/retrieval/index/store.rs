@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::super::fingerprint::{scan, Scanned};
 use super::super::{
-    check_dir, default_index_dir, BuildReport, IndexOptions, RetrievalError, Skips,
+    check_dir, default_index_dir, BuildReport, IndexOptions, RetrievalError, SkipReason, Skips,
 };
 use super::build::write_index;
 use super::{Index, Manifest, FORMAT_VERSION, MANIFEST};
@@ -141,7 +141,13 @@ impl Index {
             None => default_index_dir(corpus)?,
         };
         let scanned = scan(corpus, opts, FORMAT_VERSION);
-        if scanned.files.is_empty() && scanned.seen > 0 {
+        let left_out = scanned
+            .walk_skips
+            .files
+            .iter()
+            .filter(|f| matches!(f.reason, SkipReason::Excluded | SkipReason::NotIncluded))
+            .count();
+        if scanned.files.is_empty() && left_out > 0 && left_out == scanned.seen {
             return Err(RetrievalError::AllExcluded {
                 dir: corpus.to_path_buf(),
                 seen: scanned.seen,
