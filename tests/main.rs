@@ -32,6 +32,7 @@ mod redirects;
 mod retries_cli;
 mod retrieval;
 mod retrieval_cli;
+mod retrieval_quality;
 mod root_cli;
 mod run_outputs_cli;
 mod runtime;

@@ -292,7 +292,10 @@ fn half_written_or_foreign_index_is_rebuilt() {
     assert!(!build(c.path(), &dest, false).1.reused);
     // Another format version.
     let m = fs::read_to_string(dest.join("manifest.json")).expect("read");
-    let m = m.replace("\"format_version\": 1", "\"format_version\": 999");
+    let m = m.replace(
+        &format!("\"format_version\": {}", ragloop::retrieval::FORMAT_VERSION),
+        "\"format_version\": 999",
+    );
     fs::write(dest.join("manifest.json"), m).expect("write");
     assert!(!build(c.path(), &dest, false).1.reused);
     // Damaged tantivy files with a valid manifest.

@@ -40,7 +40,7 @@ fn builds_then_reuses_then_forces() {
     let dest = out.path().join("idx");
     let first = stdout_of(ragloop().arg("index").arg(c.path()).arg("--out").arg(&dest));
     assert!(
-        first.starts_with("indexed 1 files into 1 chunks (1 skipped) in "),
+        first.starts_with("indexed 1 files into 1 chunks (1 skipped: 1 unreadable) in "),
         "{first}"
     );
     assert!(

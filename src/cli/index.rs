@@ -1,5 +1,6 @@
-//! `ragloop index DIR [--out PATH] [--exclude PATTERN]... [--force]`: builds the BM25
-//! index of a corpus directory, or reuses it while the corpus is unchanged.
+//! `ragloop index DIR [--out PATH] [--exclude PATTERN]... [--include PATTERN]...
+//! [--hygiene on|off] [--force] [--verbose]`: builds the BM25 index of a corpus
+//! directory, or reuses it while the corpus is unchanged, and says what it skipped.
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +20,17 @@ pub struct IndexArgs {
     /// a `/`; `*` and `?` wildcards). Replaces the default `print.html` when given.
     #[arg(long, value_name = "PATTERN")]
     pub exclude: Vec<String>,
+    /// Index only files matching PATTERN (same rules as --exclude, which still
+    /// applies to them). Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub include: Vec<String>,
+    /// Skip placeholder pages, duplicates and all-in-one pages (found by content).
+    /// Default: on for `rust-docs:` corpora, off otherwise.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub hygiene: Option<String>,
+    /// List every skipped file with its reason.
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Rebuild even if the corpus is unchanged.
     #[arg(long)]
     pub force: bool,
@@ -37,9 +49,15 @@ pub fn run(args: IndexArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let hygiene = match args.hygiene.as_deref() {
+        Some(v) => v == "on",
+        None => spec.starts_with("rust-docs:"),
+    };
     let mut opts = IndexOptions {
         force: args.force,
         progress: true,
+        include: args.include,
+        hygiene,
         ..IndexOptions::default()
     };
     if !args.exclude.is_empty() {
@@ -52,10 +70,32 @@ pub fn run(args: IndexArgs) -> ExitCode {
                     ragloop::errln!("warning: {w}");
                 }
             }
+            let mut out = std::io::stdout();
+            if args.verbose {
+                for f in &report.skipped_files {
+                    let detail = f
+                        .detail
+                        .as_deref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default();
+                    let line = format!("skipped {}: {}{detail}", f.path, f.reason);
+                    let _ = writeln!(out, "{}", ragloop::text::escape_line(&line));
+                }
+            }
+            let skipped = if report.skipped_by_reason.is_empty() {
+                format!("{} skipped", report.skipped)
+            } else {
+                let counts: Vec<String> = report
+                    .skipped_by_reason
+                    .iter()
+                    .map(|(reason, n)| format!("{n} {reason}"))
+                    .collect();
+                format!("{} skipped: {}", report.skipped, counts.join(", "))
+            };
             if report.reused {
                 let _ = writeln!(
-                    std::io::stdout(),
-                    "reused index of {} files, {} chunks in {:.2} s -> {} (unchanged corpus)",
+                    out,
+                    "reused index of {} files, {} chunks ({skipped}) in {:.2} s -> {} (unchanged corpus)",
                     report.files,
                     report.chunks,
                     report.seconds,
@@ -63,11 +103,10 @@ pub fn run(args: IndexArgs) -> ExitCode {
                 );
             } else {
                 let _ = writeln!(
-                    std::io::stdout(),
-                    "indexed {} files into {} chunks ({} skipped) in {:.2} s -> {}",
+                    out,
+                    "indexed {} files into {} chunks ({skipped}) in {:.2} s -> {}",
                     report.files,
                     report.chunks,
-                    report.skipped,
                     report.seconds,
                     report.index_dir.display()
                 );

@@ -18,6 +18,20 @@ pub enum RetrievalError {
         /// Files looked at and skipped.
         skipped: usize,
     },
+    /// Files were found but `include`/`exclude` leave out every one of them.
+    #[error(
+        "every file of {dir} is left out by include/exclude: {seen} files found, none kept (include: {include:?}, exclude: {exclude:?})"
+    )]
+    AllExcluded {
+        /// The corpus directory.
+        dir: PathBuf,
+        /// Supported files found.
+        seen: usize,
+        /// The `include` patterns.
+        include: Vec<String>,
+        /// The `exclude` patterns.
+        exclude: Vec<String>,
+    },
     /// A file-system operation failed.
     #[error("{action} {path}: {source}")]
     Io {

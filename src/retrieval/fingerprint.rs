@@ -5,24 +5,27 @@
 use std::path::Path;
 
 use super::ingest::{walk, Candidate, Walk};
-use super::IndexOptions;
+use super::{IndexOptions, Skips};
 
 /// A walked corpus: its fingerprint and candidate files. File contents are hashed and
 /// dropped (the build reads them again), so memory stays flat on large corpora.
 pub(crate) struct Scanned {
     pub fingerprint: String,
     pub files: Vec<Candidate>,
-    pub walk_skipped: usize,
+    pub walk_skips: Skips,
     pub walk_warnings: Vec<String>,
+    /// Supported files seen before `include`/`exclude`.
+    pub seen: usize,
 }
 
 /// Walks `root`, reads every candidate and computes the fingerprint.
 pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Scanned {
     let Walk {
         candidates,
-        skipped,
+        skips,
         warnings,
-    } = walk(root, &opts.exclude);
+        seen,
+    } = walk(root, &opts.exclude, &opts.include);
     let mut h = blake3::Hasher::new();
     h.update(format!("ragloop-index v{format_version}\n").as_bytes());
     let sizes = opts.chunk.normalized();
@@ -32,6 +35,15 @@ pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Sca
         h.update(p.as_bytes());
         h.update(b"\n");
     }
+    for p in &opts.include {
+        h.update(b"include ");
+        h.update(p.as_bytes());
+        h.update(b"\n");
+    }
+    if opts.hygiene {
+        h.update(b"hygiene\n");
+    }
+    h.update(format!("heading_weight {}\n", opts.heading_weight).as_bytes());
     let mut files = Vec::with_capacity(candidates.len());
     for cand in candidates {
         let bytes = std::fs::read(&cand.path);
@@ -51,7 +63,8 @@ pub(crate) fn scan(root: &Path, opts: &IndexOptions, format_version: u32) -> Sca
     Scanned {
         fingerprint: h.finalize().to_hex().to_string(),
         files,
-        walk_skipped: skipped,
+        walk_skips: skips,
         walk_warnings: warnings,
+        seen,
     }
 }

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use super::chunk::{chunk_text, ChunkSizes};
 use super::extracted::Extracted;
-use super::{chunk_id, html, markdown, Document, IndexOptions, RetrievalError};
+use super::skips::{SkipReason, Skips};
+use super::{chunk_id, html, markdown, Document};
 
 /// Extensions (lowercase, without the dot) the loader understands.
 pub const EXTENSIONS: &[&str] = &["md", "markdown", "txt", "html", "htm"];
@@ -20,8 +21,10 @@ pub(crate) struct Candidate {
 #[derive(Debug, Default)]
 pub(crate) struct Walk {
     pub candidates: Vec<Candidate>,
-    pub skipped: usize,
+    pub skips: Skips,
     pub warnings: Vec<String>,
+    /// Files of a supported extension seen, before `include`/`exclude`.
+    pub seen: usize,
 }
 
 /// One loaded file: its extracted text and its chunks.
@@ -42,6 +45,8 @@ pub struct LoadedCorpus {
     pub files: Vec<LoadedFile>,
     /// Files seen but not indexed.
     pub skipped: usize,
+    /// The files seen but not indexed, with their reasons.
+    pub skips: Skips,
     /// Human-readable problems (unreadable, binary, invalid UTF-8, loops, ...).
     pub warnings: Vec<String>,
 }
@@ -93,9 +98,16 @@ fn has_supported_extension(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// `true` if `rel` is kept by `include`: an empty list keeps everything, else one of
+/// the patterns must match (same matching rule as [`is_excluded`]).
+pub(crate) fn is_included(rel: &str, include: &[String]) -> bool {
+    include.is_empty() || is_excluded(rel, include)
+}
+
 /// Walks `root` (following symlinks, with loop detection), sorted by file name, and
-/// returns the candidate files. Excluded files count as skipped without a warning.
-pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
+/// returns the candidate files: those `include` keeps (all when it is empty) and no
+/// `exclude` pattern matches. Left-out files count as skipped without a warning.
+pub(crate) fn walk(root: &Path, exclude: &[String], include: &[String]) -> Walk {
     let mut out = Walk::default();
     let walker = walkdir::WalkDir::new(root)
         .follow_links(true)
@@ -104,16 +116,17 @@ pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
         let entry = match entry {
             Ok(e) => e,
             Err(err) => {
-                out.skipped += 1;
                 let where_ = err
                     .path()
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|| root.display().to_string());
-                if err.loop_ancestor().is_some() {
-                    out.warnings.push(format!("skipped {where_}: symlink loop"));
+                let why = if err.loop_ancestor().is_some() {
+                    "symlink loop".to_string()
                 } else {
-                    out.warnings.push(format!("skipped {where_}: {err}"));
-                }
+                    err.to_string()
+                };
+                out.warnings.push(format!("skipped {where_}: {why}"));
+                out.skips.push(where_, SkipReason::Unreadable, Some(why));
                 continue;
             }
         };
@@ -131,17 +144,25 @@ pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
                 None => ok = false,
             }
         }
+        out.seen += 1;
         if !ok {
-            out.skipped += 1;
-            out.warnings.push(format!(
-                "skipped {}: file name is not valid UTF-8",
-                entry.path().display()
-            ));
+            let why = "file name is not valid UTF-8";
+            out.warnings
+                .push(format!("skipped {}: {why}", entry.path().display()));
+            out.skips.push(
+                entry.path().display().to_string(),
+                SkipReason::Unreadable,
+                Some(why.to_string()),
+            );
             continue;
         }
         let rel = parts.join("/");
+        if !is_included(&rel, include) {
+            out.skips.push(rel, SkipReason::NotIncluded, None);
+            continue;
+        }
         if is_excluded(&rel, exclude) {
-            out.skipped += 1;
+            out.skips.push(rel, SkipReason::Excluded, None);
             continue;
         }
         out.candidates.push(Candidate {
@@ -157,7 +178,7 @@ pub(crate) fn walk(root: &Path, exclude: &[String]) -> Walk {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Skip {
     /// Expected (redirect stub, no content): counted, no warning.
-    Quiet,
+    Quiet(SkipReason),
     /// Worth a warning.
     Warn(String),
 }
@@ -179,7 +200,8 @@ pub(crate) fn extract_bytes(rel: &str, bytes: &[u8]) -> Result<Extracted, Skip> 
     let extracted = match ext.as_str() {
         "html" | "htm" => match html::extract_html(text) {
             html::HtmlPage::Content(e) => e,
-            html::HtmlPage::Redirect | html::HtmlPage::NoIndex => return Err(Skip::Quiet),
+            html::HtmlPage::Redirect => return Err(Skip::Quiet(SkipReason::Redirect)),
+            html::HtmlPage::NoIndex => return Err(Skip::Quiet(SkipReason::NoIndex)),
         },
         "md" | "markdown" => markdown::extract_markdown(text),
         _ => Extracted {
@@ -189,7 +211,7 @@ pub(crate) fn extract_bytes(rel: &str, bytes: &[u8]) -> Result<Extracted, Skip> 
         },
     };
     if extracted.text.trim().is_empty() {
-        return Err(Skip::Quiet);
+        return Err(Skip::Quiet(SkipReason::NoText));
     }
     Ok(extracted)
 }
@@ -233,75 +255,53 @@ pub(crate) fn documents_for(
         .collect()
 }
 
-/// Loads one candidate file; `Ok(None)` if it was skipped (the skip is recorded).
-pub(crate) fn load_file(
+/// Reads and extracts one candidate file; `None` if it was skipped (the skip is
+/// recorded, and warned about when unexpected).
+pub(crate) fn extract_file(
     cand: &Candidate,
     bytes: std::io::Result<Vec<u8>>,
-    sizes: &ChunkSizes,
-    skipped: &mut usize,
+    skips: &mut Skips,
     warnings: &mut Vec<String>,
-) -> Option<LoadedFile> {
+) -> Option<Extracted> {
     let bytes = match bytes {
         Ok(b) => b,
         Err(e) => {
-            *skipped += 1;
             warnings.push(format!("skipped {}: unreadable: {e}", cand.path.display()));
+            skips.push(&cand.rel, SkipReason::Unreadable, Some(e.to_string()));
             return None;
         }
     };
     match extract_bytes(&cand.rel, &bytes) {
-        Ok(extracted) => {
-            let documents = documents_for(&cand.rel, &extracted, sizes);
-            if documents.is_empty() {
-                *skipped += 1;
-                return None;
-            }
-            Some(LoadedFile {
-                source: cand.rel.clone(),
-                extracted,
-                documents,
-            })
-        }
-        Err(Skip::Quiet) => {
-            *skipped += 1;
+        Ok(extracted) => Some(extracted),
+        Err(Skip::Quiet(reason)) => {
+            skips.push(&cand.rel, reason, None);
             None
         }
         Err(Skip::Warn(why)) => {
-            *skipped += 1;
             warnings.push(format!("skipped {}: {why}", cand.path.display()));
+            skips.push(&cand.rel, SkipReason::Unreadable, Some(why));
             None
         }
     }
 }
 
-/// Loads and chunks every file of a corpus without building an index. This is what
-/// [`super::Index::open_or_build`] indexes; it is public so tests and tools can compare
-/// returned documents with the loader's output.
-///
-/// # Errors
-/// [`RetrievalError::CorpusNotFound`] / [`RetrievalError::NotADirectory`] for a bad
-/// root. Unreadable or unsupported files are skipped and reported, not errors.
-pub fn load_corpus(root: &Path, opts: &IndexOptions) -> Result<LoadedCorpus, RetrievalError> {
-    super::check_dir(root)?;
-    let w = walk(root, &opts.exclude);
-    let mut out = LoadedCorpus {
-        files: Vec::new(),
-        skipped: w.skipped,
-        warnings: w.warnings,
-    };
-    for cand in &w.candidates {
-        let bytes = std::fs::read(&cand.path);
-        if let Some(f) = load_file(
-            cand,
-            bytes,
-            &opts.chunk,
-            &mut out.skipped,
-            &mut out.warnings,
-        ) {
-            out.files.push(f);
-        }
+/// Chunks an extracted file; `None` (recorded as `no_text`) if it yields no chunk.
+pub(crate) fn chunk_file(
+    cand: &Candidate,
+    extracted: Extracted,
+    sizes: &ChunkSizes,
+    skips: &mut Skips,
+) -> Option<LoadedFile> {
+    let documents = documents_for(&cand.rel, &extracted, sizes);
+    if documents.is_empty() {
+        skips.push(&cand.rel, SkipReason::NoText, None);
+        return None;
     }
-    Ok(out)
+    Some(LoadedFile {
+        source: cand.rel.clone(),
+        extracted,
+        documents,
+    })
 }
 
 #[cfg(test)]
@@ -333,7 +333,10 @@ mod tests {
             Err(Skip::Warn(_))
         ));
         assert!(matches!(extract_bytes("a.txt", b""), Err(Skip::Warn(_))));
-        assert_eq!(extract_bytes("a.txt", b"   \n"), Err(Skip::Quiet));
+        assert_eq!(
+            extract_bytes("a.txt", b"   \n"),
+            Err(Skip::Quiet(SkipReason::NoText))
+        );
         assert!(extract_bytes("a.txt", b"hello").is_ok());
     }
 }

@@ -24,35 +24,42 @@ mod bm25;
 mod chunk;
 mod corpus;
 pub mod dense;
+mod diversity;
 mod document;
 pub mod embed;
 mod error;
 mod extracted;
 mod fingerprint;
 mod html;
+mod hygiene;
 mod index;
 mod ingest;
+mod loader;
 mod markdown;
 mod options;
 mod retriever;
+mod skips;
 mod sysroot;
 mod vectors;
 pub mod web;
 
-pub use bm25::open_index;
+pub use bm25::{open_index, CorpusFilter};
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
 pub(crate) use corpus::check_dir;
 pub use corpus::{cache_root, default_index_dir, resolve_corpus};
 pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
+pub use diversity::{Diversified, Diversity};
 pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};
 pub use embed::Embedder;
 pub use error::RetrievalError;
 pub use extracted::{Extracted, Heading};
 pub use html::{extract_html, HtmlPage};
-pub use index::{Index, FORMAT_VERSION};
-pub use ingest::{load_corpus, LoadedCorpus, LoadedFile};
+pub use index::{FieldWeights, Index, FORMAT_VERSION};
+pub use ingest::{LoadedCorpus, LoadedFile};
+pub use loader::load_corpus;
 pub use options::{BuildReport, IndexOptions};
 pub use retriever::{Retriever, ScriptedRetriever, SearchError, SearchFuture};
+pub use skips::{SkipReason, SkippedFile, Skips};
 
 use crate::diag::{Code, Diagnostic};
 use crate::spec::types::{ModelSpec, RetrieverSpec, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
@@ -93,29 +100,40 @@ pub fn open_retriever(
     spec: &RetrieverSpec,
     ctx: &OpenContext<'_>,
 ) -> Result<Opened, String> {
-    let corpus = |exclude| {
+    let corpus = || {
         bm25::open_corpus(
             &format!("retriever `{name}`"),
             spec.corpus(),
             ctx.corpus,
-            exclude,
+            |c| CorpusFilter::of(spec, c),
             ctx,
         )
     };
-    match spec {
-        RetrieverSpec::Bm25(o) => bm25::open(name, o, ctx),
-        RetrieverSpec::Dense(o) => {
-            let index = corpus(o.exclude.as_deref())?;
-            dense::open(name, spec.kind(), index, o.embedding(), Fusion::Dense, ctx)
-        }
+    let mut opened = match spec {
+        RetrieverSpec::Bm25(o) => bm25::open(name, spec, o, ctx)?,
+        RetrieverSpec::Dense(o) => dense::open(
+            name,
+            spec.kind(),
+            corpus()?,
+            o.embedding(),
+            Fusion::Dense,
+            ctx,
+        )?,
         RetrieverSpec::Hybrid(o) => {
-            let index = corpus(o.exclude.as_deref())?;
             let fusion = Fusion::Hybrid {
                 k: o.rrf_k.unwrap_or(dense::DEFAULT_RRF_K),
             };
-            dense::open(name, spec.kind(), index, o.embedding(), fusion, ctx)
+            dense::open(name, spec.kind(), corpus()?, o.embedding(), fusion, ctx)?
         }
+    };
+    let diversity = Diversity {
+        max_per_source: spec.max_per_source().map(|n| n as usize),
+        mmr: spec.mmr(),
+    };
+    if !diversity.is_identity() {
+        opened.retriever = Arc::new(Diversified::new(opened.retriever, diversity));
     }
+    Ok(opened)
 }
 
 /// Opens tool `name`: a `corpus` tool is a BM25 index (never replaced by
@@ -130,9 +148,13 @@ pub fn open_tool(
     ctx: &OpenContext<'_>,
 ) -> Result<Arc<dyn Retriever>, String> {
     Ok(match tool {
-        ToolSpec::Corpus { corpus, .. } => {
-            bm25::open_corpus(&format!("tool `{name}`"), corpus, None, None, ctx)?
-        }
+        ToolSpec::Corpus { corpus, .. } => bm25::open_corpus(
+            &format!("tool `{name}`"),
+            corpus,
+            None,
+            CorpusFilter::default_for,
+            ctx,
+        )?,
         ToolSpec::Searxng {
             base_url,
             timeout_secs,
@@ -181,8 +203,18 @@ pub fn check_retriever(
         ranges.push(("dimensions", e.dimensions, 1, 65_536));
         ranges.push(("batch_size", e.batch_size, 1, 2048));
     }
+    ranges.push(("max_per_source", spec.max_per_source(), 1, 1000));
     if let RetrieverSpec::Hybrid(o) = spec {
         ranges.push(("rrf_k", o.rrf_k, 0, 100_000));
+    }
+    if let Some(v) = spec.mmr().filter(|v| !(0.0..=1.0).contains(v)) {
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!("`retrievers.{name}.mmr` is {v}; it must be between 0 and 1"),
+            )
+            .at(ls.span(&["retrievers", name, "mmr"])),
+        );
     }
     for (key, v, min, max) in ranges {
         if let Some(v) = v.filter(|v| *v < min || *v > max) {

@@ -1,5 +1,6 @@
 //! What an index build takes ([`IndexOptions`]) and reports ([`BuildReport`]).
-use super::ChunkSizes;
+use super::{ChunkSizes, SkipReason, SkippedFile};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Options for building an index. The chunk sizes and exclude patterns are part of the
@@ -11,6 +12,20 @@ pub struct IndexOptions {
     /// characters (including `/`), `?` exactly one. Default: `["print.html"]` (the
     /// mdBook whole-book page, which duplicates every other page).
     pub exclude: Vec<String>,
+    /// Files to keep: when not empty, only files matching one of these patterns (same
+    /// rules as `exclude`) are indexed; `exclude` still applies to them. Default: empty.
+    pub include: Vec<String>,
+    /// Skip placeholder pages, duplicates and all-in-one pages, found by their content
+    /// (see `hygiene.rs`: the rules and their thresholds). Default `false`; on by
+    /// default for `rust-docs:` corpora in specs and `ragloop index`.
+    pub hygiene: bool,
+    /// Heading context in each chunk: the chunk's heading path (with the page title
+    /// when the path lacks it) is indexed this many times with the chunk's text, so a
+    /// query term in the headings weighs like that many occurrences in the text (a
+    /// BM25F-style field weight sharing the chunk's length normalization). 0: headings
+    /// only in their own fields. The stored `content` is unchanged. Default
+    /// [`DEFAULT_HEADING_WEIGHT`].
+    pub heading_weight: u32,
     /// Chunk sizes, in bytes of UTF-8 text.
     pub chunk: ChunkSizes,
     /// Show an indicatif progress bar on stderr (only drawn when stderr is a terminal).
@@ -22,10 +37,17 @@ pub struct IndexOptions {
     pub writer_memory: usize,
 }
 
+/// Default [`IndexOptions::heading_weight`]: a chunk's headings count twice as much
+/// as its text (measured in docs/retrieval.md).
+pub const DEFAULT_HEADING_WEIGHT: u32 = 2;
+
 impl Default for IndexOptions {
     fn default() -> Self {
         IndexOptions {
             exclude: vec!["print.html".to_string()],
+            include: Vec::new(),
+            hygiene: false,
+            heading_weight: DEFAULT_HEADING_WEIGHT,
             chunk: ChunkSizes::default(),
             progress: false,
             force: false,
@@ -44,6 +66,10 @@ pub struct BuildReport {
     /// Files looked at but not indexed: excluded, redirect stubs, empty, binary,
     /// invalid UTF-8, unreadable, symlink loops.
     pub skipped: usize,
+    /// The skipped files counted by reason (the counts sum to `skipped`).
+    pub skipped_by_reason: BTreeMap<SkipReason, usize>,
+    /// Every skipped file with its reason, in the order found (`ragloop index --verbose`).
+    pub skipped_files: Vec<SkippedFile>,
     /// One line per problem worth telling the user about (unreadable file, loop, ...).
     /// Expected skips (redirect stubs, excluded files) are counted, not warned.
     pub warnings: Vec<String>,

@@ -201,7 +201,18 @@ mod tests {
     fn fields_come_from_the_serde_types() {
         let kinds = RetrieverSpec::kinds();
         assert_eq!(kinds[0].name, "bm25");
-        assert_eq!(kinds[0].fields, ["corpus", "top_k", "exclude"]);
+        assert_eq!(
+            kinds[0].fields,
+            [
+                "corpus",
+                "top_k",
+                "exclude",
+                "include",
+                "hygiene",
+                "max_per_source",
+                "mmr"
+            ]
+        );
         assert!(kinds[2].fields.contains(&"rrf_k"));
         assert!(!kinds[1].fields.contains(&"rrf_k"));
     }

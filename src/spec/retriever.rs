@@ -29,9 +29,31 @@ pub struct Bm25Options {
     #[serde(default = "super::types::default_top_k")]
     #[schemars(range(min = 1, max = 1000))]
     pub top_k: u32,
-    /// File names or glob patterns left out of the index (default: `print.html`).
+    /// File names or glob patterns left out of the index (default: `print.html`). A
+    /// pattern without `/` matches the file name, one with `/` the path relative to
+    /// the corpus; `*` any run of characters, `?` one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Vec<String>>,
+    /// File names or glob patterns to index (same rules as `exclude`): when given,
+    /// only matching files are indexed, and `exclude` still applies to them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    /// Skip placeholder pages (mostly template text shared with other pages),
+    /// duplicates and all-in-one pages repeating other pages, found by their content
+    /// (docs/retrieval.md). Default: on for `rust-docs:` corpora, off otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hygiene: Option<bool>,
+    /// At most this many chunks of one source page in the results; the freed slots go
+    /// to the next best chunks of other pages. Default: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_per_source: Option<u32>,
+    /// Re-order the results by maximal marginal relevance with this λ (0..1): 1 is
+    /// the backend's order, lower values trade relevance for novelty (word overlap
+    /// with the results already picked; same page counts as identical). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub mmr: Option<f64>,
 }
 
 /// Options of a `dense` retriever.
@@ -45,9 +67,31 @@ pub struct DenseOptions {
     #[serde(default = "super::types::default_top_k")]
     #[schemars(range(min = 1, max = 1000))]
     pub top_k: u32,
-    /// File names or glob patterns left out of the index (default: `print.html`).
+    /// File names or glob patterns left out of the index (default: `print.html`). A
+    /// pattern without `/` matches the file name, one with `/` the path relative to
+    /// the corpus; `*` any run of characters, `?` one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Vec<String>>,
+    /// File names or glob patterns to index (same rules as `exclude`): when given,
+    /// only matching files are indexed, and `exclude` still applies to them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    /// Skip placeholder pages (mostly template text shared with other pages),
+    /// duplicates and all-in-one pages repeating other pages, found by their content
+    /// (docs/retrieval.md). Default: on for `rust-docs:` corpora, off otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hygiene: Option<bool>,
+    /// At most this many chunks of one source page in the results; the freed slots go
+    /// to the next best chunks of other pages. Default: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_per_source: Option<u32>,
+    /// Re-order the results by maximal marginal relevance with this λ (0..1): 1 is
+    /// the backend's order, lower values trade relevance for novelty (word overlap
+    /// with the results already picked; same page counts as identical). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub mmr: Option<f64>,
     /// Required: the embedding model, a key of `models` with `provider: openai` and
     /// `model` set (e.g. `text-embedding-3-small`). Its `base_url`, `api_key_env`,
     /// `timeout_secs` and `retries` apply to the `/v1/embeddings` calls.
@@ -76,9 +120,31 @@ pub struct HybridOptions {
     #[serde(default = "super::types::default_top_k")]
     #[schemars(range(min = 1, max = 1000))]
     pub top_k: u32,
-    /// File names or glob patterns left out of the index (default: `print.html`).
+    /// File names or glob patterns left out of the index (default: `print.html`). A
+    /// pattern without `/` matches the file name, one with `/` the path relative to
+    /// the corpus; `*` any run of characters, `?` one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Vec<String>>,
+    /// File names or glob patterns to index (same rules as `exclude`): when given,
+    /// only matching files are indexed, and `exclude` still applies to them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    /// Skip placeholder pages (mostly template text shared with other pages),
+    /// duplicates and all-in-one pages repeating other pages, found by their content
+    /// (docs/retrieval.md). Default: on for `rust-docs:` corpora, off otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hygiene: Option<bool>,
+    /// At most this many chunks of one source page in the results; the freed slots go
+    /// to the next best chunks of other pages. Default: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_per_source: Option<u32>,
+    /// Re-order the results by maximal marginal relevance with this λ (0..1): 1 is
+    /// the backend's order, lower values trade relevance for novelty (word overlap
+    /// with the results already picked; same page counts as identical). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub mmr: Option<f64>,
     /// Required: the embedding model, a key of `models` with `provider: openai` and
     /// `model` set (e.g. `text-embedding-3-small`). Its `base_url`, `api_key_env`,
     /// `timeout_secs` and `retries` apply to the `/v1/embeddings` calls.
@@ -158,6 +224,42 @@ impl RetrieverSpec {
             RetrieverSpec::Bm25(o) => o.exclude.as_deref(),
             RetrieverSpec::Dense(o) => o.exclude.as_deref(),
             RetrieverSpec::Hybrid(o) => o.exclude.as_deref(),
+        }
+    }
+
+    /// The corpus files kept (`include`), when set.
+    pub fn include(&self) -> Option<&[String]> {
+        match self {
+            RetrieverSpec::Bm25(o) => o.include.as_deref(),
+            RetrieverSpec::Dense(o) => o.include.as_deref(),
+            RetrieverSpec::Hybrid(o) => o.include.as_deref(),
+        }
+    }
+
+    /// `hygiene` as written (absent: decided by the corpus, see `Bm25Options`).
+    pub fn hygiene(&self) -> Option<bool> {
+        match self {
+            RetrieverSpec::Bm25(o) => o.hygiene,
+            RetrieverSpec::Dense(o) => o.hygiene,
+            RetrieverSpec::Hybrid(o) => o.hygiene,
+        }
+    }
+
+    /// `max_per_source`, when set.
+    pub fn max_per_source(&self) -> Option<u32> {
+        match self {
+            RetrieverSpec::Bm25(o) => o.max_per_source,
+            RetrieverSpec::Dense(o) => o.max_per_source,
+            RetrieverSpec::Hybrid(o) => o.max_per_source,
+        }
+    }
+
+    /// `mmr` (λ), when set.
+    pub fn mmr(&self) -> Option<f64> {
+        match self {
+            RetrieverSpec::Bm25(o) => o.mmr,
+            RetrieverSpec::Dense(o) => o.mmr,
+            RetrieverSpec::Hybrid(o) => o.mmr,
         }
     }
 

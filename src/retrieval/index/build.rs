@@ -6,8 +6,9 @@ use std::path::Path;
 
 use tantivy::TantivyDocument;
 
-use super::super::ingest::load_file;
-use super::super::{IndexOptions, RetrievalError};
+use super::super::hygiene::for_each_kept;
+use super::super::ingest::chunk_file;
+use super::super::{IndexOptions, RetrievalError, Skips};
 use super::{analyzer, schema, tv, Manifest, FORMAT_VERSION, MANIFEST, TOKENIZER};
 
 fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
@@ -25,13 +26,24 @@ fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
     pb
 }
 
+/// The headings of a chunk as indexed with its text: the heading path, after the page
+/// title when the path does not start with it.
+fn heading_context(title: &str, headings: &[&str]) -> String {
+    let mut parts: Vec<&str> = Vec::with_capacity(headings.len() + 1);
+    if !title.is_empty() && headings.first() != Some(&title) {
+        parts.push(title);
+    }
+    parts.extend_from_slice(headings);
+    parts.join("\n")
+}
+
 pub(super) fn write_index(
     corpus: &Path,
     dir: &Path,
     files: Vec<super::super::ingest::Candidate>,
     opts: &IndexOptions,
     fingerprint: &str,
-    skipped: &mut usize,
+    skips: &mut Skips,
     warnings: &mut Vec<String>,
 ) -> Result<(usize, usize), RetrievalError> {
     let (schema, f) = schema();
@@ -43,11 +55,10 @@ pub(super) fn write_index(
     let pb = progress_bar(opts.progress, files.len());
     pb.set_message("indexing");
     let (mut n_files, mut n_chunks) = (0usize, 0usize);
-    for cand in files {
+    for_each_kept(&files, opts, skips, warnings, |cand, extracted, skips| {
         pb.inc(1);
-        let bytes = std::fs::read(&cand.path);
-        let Some(loaded) = load_file(&cand, bytes, &opts.chunk, skipped, warnings) else {
-            continue;
+        let Some(loaded) = chunk_file(cand, extracted, &opts.chunk, skips) else {
+            return Ok(());
         };
         n_files += 1;
         for d in loaded.documents {
@@ -66,17 +77,26 @@ pub(super) fn write_index(
             doc.add_text(f.id, &d.id);
             doc.add_text(f.title, title);
             doc.add_text(f.headings, headings.join("\n"));
+            // The stored text is the first value of `content` (what `decode` reads);
+            // the heading context is indexed after it.
             doc.add_text(f.content, &d.content);
+            if opts.heading_weight > 0 {
+                let context = heading_context(title, &headings);
+                for _ in 0..opts.heading_weight {
+                    doc.add_text(f.content, &context);
+                }
+            }
             doc.add_text(f.meta, serde_json::Value::Object(d.metadata).to_string());
             writer.add_document(doc).map_err(tv(dir))?;
             n_chunks += 1;
         }
-    }
+        Ok::<(), RetrievalError>(())
+    })?;
     pb.finish_and_clear();
     if n_chunks == 0 {
         return Err(RetrievalError::EmptyCorpus {
             dir: corpus.to_path_buf(),
-            skipped: *skipped,
+            skipped: skips.len(),
         });
     }
     writer.commit().map_err(tv(dir))?;
@@ -86,7 +106,8 @@ pub(super) fn write_index(
         fingerprint: fingerprint.to_string(),
         files: n_files,
         chunks: n_chunks,
-        skipped: *skipped,
+        skipped: skips.len(),
+        skipped_files: skips.files.clone(),
         warnings: warnings.clone(),
         corpus: corpus.display().to_string(),
     };

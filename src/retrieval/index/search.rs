@@ -8,9 +8,28 @@ use tantivy::{TantivyDocument, Term};
 use super::super::{Document, RetrievalError};
 use super::{tv, Index, HEADINGS_BOOST, MAX_QUERY_TERMS, TITLE_BOOST};
 
+/// Query-time weights of a match in each field, relative to the chunk's text (1.0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FieldWeights {
+    /// A clause on the page title field (0: none; default 0.1).
+    pub title: f32,
+    /// A clause on the chunk's heading path field (0: none, the default).
+    pub headings: f32,
+}
+
+impl Default for FieldWeights {
+    fn default() -> Self {
+        FieldWeights {
+            title: TITLE_BOOST,
+            headings: HEADINGS_BOOST,
+        }
+    }
+}
+
 impl Index {
     /// BM25 search. `query` is free text: it is analyzed into terms and matched as a
-    /// disjunction over content, headings and title; no query syntax is interpreted, so
+    /// disjunction over the chunk's text (with its heading context) and, weighted by
+    /// [`FieldWeights::default`], the page title; no query syntax is interpreted, so
     /// any text is accepted. Only the first [`MAX_QUERY_TERMS`] terms count. Returns at most `top_k` documents ordered by score
     /// descending, then id ascending; each carries its stored metadata plus `score`
     /// (f64). A query with no terms (empty, punctuation or stop words only) or
@@ -20,6 +39,19 @@ impl Index {
     /// [`RetrievalError::Tantivy`] if the index cannot be read,
     /// [`RetrievalError::Corrupt`] if a stored document cannot be decoded.
     pub fn search(&self, query: &str, top_k: usize) -> Result<Vec<Document>, RetrievalError> {
+        self.search_with(query, top_k, &FieldWeights::default())
+    }
+
+    /// [`Index::search`] with other field weights (for measurements).
+    ///
+    /// # Errors
+    /// As [`Index::search`].
+    pub fn search_with(
+        &self,
+        query: &str,
+        top_k: usize,
+        weights: &FieldWeights,
+    ) -> Result<Vec<Document>, RetrievalError> {
         let mut terms = self.analyze(query);
         // A pasted document as a question must not turn into a query of thousands of
         // clauses: keep the first MAX_QUERY_TERMS terms (repeats count, as they weigh).
@@ -37,14 +69,14 @@ impl Index {
                 )
             };
             clauses.push((Occur::Should, Box::new(tq(f.content))));
-            clauses.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(Box::new(tq(f.headings)), HEADINGS_BOOST)),
-            ));
-            clauses.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(Box::new(tq(f.title)), TITLE_BOOST)),
-            ));
+            for (field, w) in [(f.headings, weights.headings), (f.title, weights.title)] {
+                if w > 0.0 {
+                    clauses.push((
+                        Occur::Should,
+                        Box::new(BoostQuery::new(Box::new(tq(field)), w)),
+                    ));
+                }
+            }
         }
         let query = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();

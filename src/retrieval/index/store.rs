@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::super::fingerprint::{scan, Scanned};
-use super::super::{check_dir, default_index_dir, BuildReport, IndexOptions, RetrievalError};
+use super::super::{
+    check_dir, default_index_dir, BuildReport, IndexOptions, RetrievalError, SkipReason, Skips,
+};
 use super::build::write_index;
 use super::{Index, Manifest, FORMAT_VERSION, MANIFEST};
 
@@ -139,14 +141,33 @@ impl Index {
             None => default_index_dir(corpus)?,
         };
         let scanned = scan(corpus, opts, FORMAT_VERSION);
+        let left_out = scanned
+            .walk_skips
+            .files
+            .iter()
+            .filter(|f| matches!(f.reason, SkipReason::Excluded | SkipReason::NotIncluded))
+            .count();
+        if scanned.files.is_empty() && left_out > 0 && left_out == scanned.seen {
+            return Err(RetrievalError::AllExcluded {
+                dir: corpus.to_path_buf(),
+                seen: scanned.seen,
+                include: opts.include.clone(),
+                exclude: opts.exclude.clone(),
+            });
+        }
         let mut notes = Vec::new();
         if !opts.force {
             match read_existing(&dest, &scanned.fingerprint) {
                 Existing::Usable(index, m) => {
+                    let skips = Skips {
+                        files: m.skipped_files,
+                    };
                     let report = BuildReport {
                         files: m.files,
                         chunks: m.chunks,
                         skipped: m.skipped,
+                        skipped_by_reason: skips.by_reason(),
+                        skipped_files: skips.files,
                         warnings: m.warnings,
                         reused: true,
                         seconds: started.elapsed().as_secs_f64(),
@@ -176,10 +197,11 @@ fn build(
     let Scanned {
         fingerprint,
         files,
-        walk_skipped,
+        walk_skips,
         walk_warnings,
+        seen: _,
     } = scanned;
-    let mut skipped = walk_skipped;
+    let mut skips = walk_skips;
     let mut warnings = walk_warnings;
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -202,7 +224,7 @@ fn build(
         files,
         opts,
         &fingerprint,
-        &mut skipped,
+        &mut skips,
         &mut warnings,
     );
     let (n_files, n_chunks) = match result {
@@ -232,7 +254,9 @@ fn build(
     let report = BuildReport {
         files: n_files,
         chunks: n_chunks,
-        skipped,
+        skipped: skips.len(),
+        skipped_by_reason: skips.by_reason(),
+        skipped_files: skips.files,
         warnings,
         reused: false,
         seconds: 0.0,
