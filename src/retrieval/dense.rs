@@ -479,7 +479,11 @@ pub fn open_dense(
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-        let bar = embed_bar(progress, ix.num_chunks());
+        let bar = super::progress::bar(
+            progress,
+            ix.num_chunks(),
+            "{spinner} embedding [{bar:30}] {pos}/{len} chunks",
+        );
         let out = rt.block_on(DenseIndex::open_or_build(&ix, &em, |done, total| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
@@ -500,22 +504,6 @@ pub fn open_dense(
         c.insert(key, Arc::clone(&dense));
     }
     Ok(dense)
-}
-
-fn embed_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    let target = if enabled && std::io::stderr().is_terminal() {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    };
-    let pb = indicatif::ProgressBar::with_draw_target(Some(len as u64), target);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{spinner} embedding [{bar:30}] {pos}/{len} chunks")
-    {
-        pb.set_style(style);
-    }
-    pb
 }
 
 /// Opens the `dense` or `hybrid` (per `fusion`) retriever `name` of kind `kind`

@@ -37,6 +37,7 @@ mod ingest;
 mod loader;
 mod markdown;
 mod options;
+mod progress;
 mod retriever;
 mod skips;
 mod sysroot;

@@ -1,7 +1,7 @@
 //! Writing an index: every file of the corpus loaded, chunked and added to a new
 //! tantivy index, then the manifest.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 
 use tantivy::TantivyDocument;
@@ -10,21 +10,6 @@ use super::super::hygiene::for_each_kept;
 use super::super::ingest::chunk_file;
 use super::super::{IndexOptions, RetrievalError, Skips};
 use super::{analyzer, schema, tv, Manifest, FORMAT_VERSION, MANIFEST, TOKENIZER};
-
-fn progress_bar(enabled: bool, len: usize) -> indicatif::ProgressBar {
-    let target = if enabled && std::io::stderr().is_terminal() {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    };
-    let pb = indicatif::ProgressBar::with_draw_target(Some(len as u64), target);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} files")
-    {
-        pb.set_style(style);
-    }
-    pb
-}
 
 /// The headings of a chunk as indexed with its text: the heading path, after the page
 /// title when the path does not start with it.
@@ -52,7 +37,11 @@ pub(super) fn write_index(
     let budget = opts.writer_memory.clamp(15_000_000, 2_000_000_000);
     let mut writer: tantivy::IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(1, budget).map_err(tv(dir))?;
-    let pb = progress_bar(opts.progress, files.len());
+    let pb = super::super::progress::bar(
+        opts.progress,
+        files.len(),
+        "{spinner} {msg} [{bar:30}] {pos}/{len} files",
+    );
     pb.set_message("indexing");
     let (mut n_files, mut n_chunks) = (0usize, 0usize);
     for_each_kept(&files, opts, skips, warnings, |cand, extracted, skips| {
