@@ -213,6 +213,12 @@ pub fn code_mask(text: &str) -> Vec<bool> {
 /// A message naming the delimiter and its byte offset.
 pub fn check_expression_text(src: &str) -> Result<(), String> {
     let mask = code_mask(src);
+    let ops = operator_count(src, &mask);
+    if ops > MAX_EXPRESSION_OPERATORS {
+        return Err(format!(
+            "the expression has {ops} operators; at most {MAX_EXPRESSION_OPERATORS} are allowed (split it into update steps or state fields)"
+        ));
+    }
     for i in 0..src.len().saturating_sub(1) {
         if !(mask[i] && mask[i + 1]) {
             continue;
@@ -226,6 +232,88 @@ pub fn check_expression_text(src: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Checks that no `{{ … }}` or `{% … %}` tag of a template holds more than
+/// [`MAX_EXPRESSION_OPERATORS`] operators (see there: minijinja would overflow the
+/// stack compiling it).
+///
+/// # Errors
+/// The message names the tag's byte offset and its operator count.
+pub fn check_template_text(src: &str) -> Result<(), String> {
+    let mut from = 0;
+    while let Some(open) = src[from..].find(['{']).map(|i| from + i) {
+        let close = match src.get(open..open + 2) {
+            Some("{{") => "}}",
+            Some("{%") => "%}",
+            _ => {
+                from = open + 1;
+                continue;
+            }
+        };
+        let body_start = open + 2;
+        let end = src[body_start..]
+            .find(close)
+            .map_or(src.len(), |i| body_start + i);
+        let body = &src[body_start..end];
+        let ops = operator_count(body, &code_mask(body));
+        if ops > MAX_EXPRESSION_OPERATORS {
+            return Err(format!(
+                "the tag at offset {open} has {ops} operators; at most {MAX_EXPRESSION_OPERATORS} are allowed in one tag"
+            ));
+        }
+        from = (end + close.len()).min(src.len());
+        if from <= open {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The most operators (`and`, `or`, `not`, `in`, `is`, comparisons, arithmetic, `~`,
+/// `|`) one predicate or expression may hold. minijinja folds an expression's
+/// constants recursively, one stack frame per operator of a chain, so a hostile
+/// `a or b or …` of 50,000 terms overflowed the stack; no real predicate comes near.
+pub const MAX_EXPRESSION_OPERATORS: usize = 1000;
+
+/// Operators in the code parts of an expression (string literals excluded).
+fn operator_count(src: &str, mask: &[bool]) -> usize {
+    let bytes = src.as_bytes();
+    let mut n = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !mask[i] {
+            i += 1;
+            continue;
+        }
+        let b = bytes[i];
+        if b.is_ascii_alphabetic() || b == b'_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            if matches!(&src[start..i], "and" | "or" | "not" | "in" | "is") {
+                n += 1;
+            }
+            continue;
+        }
+        if matches!(
+            b,
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'~' | b'|' | b'<' | b'>' | b'=' | b'!'
+        ) {
+            // `==`, `<=`, `//`, `**` are one operator.
+            let two = bytes.get(i + 1).copied();
+            if matches!(
+                (b, two),
+                (b'=' | b'<' | b'>' | b'!', Some(b'=')) | (b'/', Some(b'/')) | (b'*', Some(b'*'))
+            ) {
+                i += 1;
+            }
+            n += 1;
+        }
+        i += 1;
+    }
+    n
 }
 
 /// A filter or test a template or expression uses that the environment does not
@@ -402,6 +490,28 @@ pub fn find_word(text: &str, name: &str) -> Option<std::ops::Range<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operators_are_counted_in_code_only_and_capped_per_tag() {
+        assert_eq!(
+            operator_count(
+                "a or not b and c >= 1 | length",
+                &code_mask("a or not b and c >= 1 | length")
+            ),
+            5
+        );
+        let lit = "x == 'a or b or c'";
+        assert_eq!(operator_count(lit, &code_mask(lit)), 1);
+        let long = vec!["a"; 1002].join(" or ");
+        assert!(check_expression_text(&long)
+            .unwrap_err()
+            .contains("1001 operators"));
+        assert!(check_expression_text(&vec!["a"; 1001].join(" or ")).is_ok());
+        let tpl = format!("{{{{ x }}}} text {{% if {long} %}}y{{% endif %}}");
+        assert!(check_template_text(&tpl).unwrap_err().contains("offset 13"));
+        // Many small tags are fine: the cap is per tag.
+        assert!(check_template_text(&"{{ a or b }}".repeat(2000)).is_ok());
+    }
     use serde_json::json;
 
     #[test]

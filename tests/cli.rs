@@ -156,6 +156,55 @@ fn hostile_files_get_diagnostics_not_panics() {
 }
 
 #[test]
+fn a_predicate_or_tag_with_a_hostile_operator_chain_is_refused_not_a_stack_overflow() {
+    // minijinja folds constants recursively: a 50,000-term `or` overflowed the stack
+    // (exit 134) in validate, in a `when` and in a prompt tag alike.
+    let chain = (0..50_000)
+        .map(|i| format!("question == 'q{i}'"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let spec = |when: &str, prompt: &str| {
+        format!(
+            r#"version: 1
+name: t
+state:
+  schema:
+    type: object
+    properties:
+      question: {{type: string}}
+      answer: {{type: string}}
+models:
+  m: {{provider: offline}}
+entry: a
+nodes:
+  a: {{kind: llm, model: m, prompt: {{user: "{prompt}"}}, update: {{answer: output}}}}
+edges:
+  a:
+    - when: "{when}"
+      to: END
+    - else: END
+"#
+        )
+    };
+    let dir = tmp();
+    for (name, text, code) in [
+        ("when.yaml", spec(&chain, "{{ question }}"), "E042"),
+        (
+            "tag.yaml",
+            spec("question == 'x'", &format!("{{{{ {chain} }}}}")),
+            "E040",
+        ),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let (status, v) = validate_one(&p);
+        assert_eq!(status, 1, "{name}: {v}");
+        assert!(codes(&v).contains(&code.to_string()), "{name}: {v}");
+        assert!(v.to_string().contains("at most 1000"), "{name}: {v}");
+    }
+}
+
+#[test]
 fn alias_bomb_is_refused_quickly() {
     let dir = tmp();
     let mut s = String::from("version: 1\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");

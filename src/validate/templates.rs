@@ -463,6 +463,16 @@ fn check_inline_template(
     diags: &mut Vec<Diagnostic>,
 ) {
     let span = ls.span(at);
+    if let Err(msg) = jinja::check_template_text(text) {
+        diags.push(
+            Diagnostic::new(
+                Code::TemplateSyntax,
+                format!("template `{}`: {msg}", at.join(".")),
+            )
+            .at(span),
+        );
+        return;
+    }
     match env.template_from_str(text) {
         Err(e) => diags.push(
             Diagnostic::new(
@@ -513,6 +523,14 @@ fn check_prompt(
                 }
             };
             let text = sources.get(file).text.clone();
+            if let Err(msg) = jinja::check_template_text(&text) {
+                diags.push(
+                    Diagnostic::new(Code::TemplateSyntax, format!("template {}: {msg}", f.file))
+                        .at(Some(Span::file_start(file)))
+                        .label(span, "template used here"),
+                );
+                return;
+            }
             match env.template_from_str(&text) {
                 Err(e) => {
                     let loc = e
