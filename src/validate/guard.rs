@@ -435,6 +435,12 @@ fn compare_scalars(op: Op, a: &serde_json::Value, b: &serde_json::Value) -> Opti
 /// boolean (equal atoms share one). `None` when there are too many free atoms to
 /// enumerate (callers then assume "yes", the conservative answer).
 pub(crate) fn satisfiable(pred: &Pred, assume: &Assume<'_>) -> Option<bool> {
+    // Three-valued (Kleene) evaluation first: a conjunct fixed false by the
+    // assumptions settles it however many free atoms the rest has (a counter past its
+    // bound beside 17 free exit conditions was "unknown", hence E054).
+    if let Some(v) = eval3(pred, assume) {
+        return Some(v);
+    }
     let mut atoms: Vec<&Pred> = Vec::new();
     collect_atoms(pred, assume, &mut atoms);
     if atoms.len() > MAX_FREE_ATOMS {
@@ -465,6 +471,26 @@ fn collect_atoms<'p>(p: &'p Pred, assume: &Assume<'_>, out: &mut Vec<&'p Pred>) 
                 out.push(atom);
             }
         }
+    }
+}
+
+/// The value of `p` when the assumptions fix it whatever the free atoms are
+/// (`None`: it depends on them). Sound: `And` is false as soon as one side is,
+/// `Or` true as soon as one side is.
+fn eval3(p: &Pred, assume: &Assume<'_>) -> Option<bool> {
+    match p {
+        Pred::And(a, b) => match (eval3(a, assume), eval3(b, assume)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        Pred::Or(a, b) => match (eval3(a, assume), eval3(b, assume)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        Pred::Not(a) => eval3(a, assume).map(|v| !v),
+        atom => assume.atom(atom),
     }
 }
 
