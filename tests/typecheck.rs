@@ -234,6 +234,9 @@ fn set_scoping_matches_what_minijinja_renders() {
         "{% for i in items %}{% else %}{% set x = 1 %}{% endfor %}{{ x }}",
         "{% set x %}{% set y = 1 %}{% endset %}{{ y }}",
         "{% autoescape true %}{% set x = 1 %}{% endautoescape %}{{ x }}",
+        // `is defined` guards a maybe-set name: the test itself and the guarded read
+        "{% if c %}{% set x = 1 %}{% endif %}{% if x is defined %}{{ x }}{% endif %}",
+        "{% if c %}{% set x = 1 %}{% endif %}{{ x is defined }}",
         "{{ nope }}",
     ];
     for t in cases {

@@ -145,6 +145,14 @@ impl Walker<'_> {
             Stmt::IfCond(i) => {
                 self.expr(&i.expr, frame, depth);
                 let mut a = frame.clone();
+                // `{% if x is defined %}`: inside, a maybe-set `x` is set.
+                if let Expr::Test(t) = &i.expr {
+                    if let (Expr::Var(v), "defined") = (&t.expr, t.name) {
+                        if let Some(ty) = a.maybe.shift_remove(v.id) {
+                            a.defined.insert(v.id.to_string(), ty);
+                        }
+                    }
+                }
                 self.stmts(&i.true_body, &mut a, depth);
                 let mut b = frame.clone();
                 self.stmts(&i.false_body, &mut b, depth);

@@ -72,7 +72,9 @@ impl<'v> Walker<'v> {
         self.expr(e, &Frame::default(), 0)
     }
 
-    fn var(&mut self, v: &ast::Var<'_>, span: JSpan, frame: &Frame) -> Ty {
+    /// `lenient`: read under `is defined`, `default`, ...: a name set in only some
+    /// branches is what the test is for (no W013).
+    fn var(&mut self, v: &ast::Var<'_>, span: JSpan, frame: &Frame, lenient: bool) -> Ty {
         let name = v.id;
         if let Some(t) = frame.defined.get(name) {
             return t.clone();
@@ -84,7 +86,7 @@ impl<'v> Walker<'v> {
             return Ty::Unknown;
         }
         if let Some(t) = frame.maybe.get(name) {
-            if self.report_names {
+            if self.report_names && !lenient {
                 self.push(
                     Code::MaybeUndefined,
                     span,
@@ -131,7 +133,7 @@ impl<'v> Walker<'v> {
         }
         let d = depth + 1;
         match e {
-            Expr::Var(v) => self.var(v, v.span(), frame),
+            Expr::Var(v) => self.var(v, v.span(), frame, lenient),
             Expr::Const(c) => const_ty(&c.value),
             Expr::Slice(s) => {
                 let base = self.expr(&s.expr, frame, d);
