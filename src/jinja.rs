@@ -28,6 +28,8 @@ use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
 
 mod comparisons;
 pub use comparisons::comparison_operands;
+mod blocks;
+pub use blocks::unclosed_at;
 mod paths;
 mod undefined;
 pub use undefined::{

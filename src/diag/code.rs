@@ -121,8 +121,10 @@ codes! {
     /// mapping of named fields, and the checks need to know them.
     StateShape = "E037", "state schema is not an object with properties";
 
-    /// A template (a prompt, or a `retrieve`/`tool` query) does not compile; for a
-    /// prompt file the position is inside that file.
+    /// A template (a prompt, or a `retrieve`/`tool` query) does not compile, or uses
+    /// an unknown filter, test or tag. The position is the token, inside a prompt file
+    /// or a quoted or block scalar too; a block (`{% if %}`, `{% for %}`, ...) or tag
+    /// left unclosed is reported at its opening, the innermost one when nested.
     TemplateSyntax = "E040", "template syntax error";
     /// A template reads a variable that is neither a state field nor a builtin
     /// available there (`item`, `index` in map nodes; `inputs` names), or a name that a

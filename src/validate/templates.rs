@@ -107,6 +107,7 @@ pub(super) fn check(
                         &base,
                         Code::ExpressionSyntax,
                         Code::ExpressionUnknownVar,
+                        sources,
                         diags,
                     );
                     let over_ty = type_expression(ls, &over_v, &at, &base, sources, diags);
@@ -130,6 +131,7 @@ pub(super) fn check(
                         &input_scope,
                         Code::ExpressionSyntax,
                         Code::ExpressionUnknownVar,
+                        sources,
                         diags,
                     );
                     let t = type_expression(ls, expr, &at, &input_scope, sources, diags);
@@ -206,6 +208,7 @@ pub(super) fn check(
                 &update_scope,
                 Code::ExpressionSyntax,
                 Code::ExpressionUnknownVar,
+                sources,
                 diags,
             );
             let value_ty = type_expression(ls, expr, &at, &update_scope, sources, diags);
@@ -247,6 +250,7 @@ pub(super) fn check(
                 &scope,
                 Code::PredicateSyntax,
                 Code::PredicateUnknownVar,
+                sources,
                 diags,
             ) {
                 if constant {
@@ -395,12 +399,15 @@ fn check_expression(
     scope: &Scope<'_>,
     syntax: Code,
     unknown: Code,
+    sources: &Sources,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<bool> {
     let Value::String(text) = expr else {
         return None;
     };
     let span = ls.span(at);
+    let token =
+        |range: std::ops::Range<usize>| span.map(|s| types::token_span(sources, s, text, range));
     if let Err(msg) = jinja::check_expression_text(text) {
         diags.push(Diagnostic::new(syntax, format!("`{}`: {msg}", at.join("."))).at(span));
         return None;
@@ -408,7 +415,8 @@ fn check_expression(
     match env.compile_expression(text) {
         Err(e) => {
             diags.push(
-                Diagnostic::new(syntax, format!("`{}`: {}", at.join("."), describe(&e))).at(span),
+                Diagnostic::new(syntax, format!("`{}`: {}", at.join("."), describe(&e)))
+                    .at(e.range().map_or(span, token)),
             );
             None
         }
@@ -419,7 +427,7 @@ fn check_expression(
                         syntax,
                         format!("`{}`: unknown {} `{}`", at.join("."), u.what, u.name),
                     )
-                    .at(span),
+                    .at(token(u.range.clone())),
                 );
             }
             let vars = compiled.undeclared_variables(false);
@@ -453,6 +461,18 @@ fn describe(e: &minijinja::Error) -> String {
     }
 }
 
+/// The byte range of a template syntax error: minijinja's, except that an error at
+/// the end of input (an unclosed block or tag) is placed at the opening that is left
+/// unclosed ([`jinja::unclosed_at`]).
+fn syntax_range(e: &minijinja::Error, text: &str) -> Option<std::ops::Range<usize>> {
+    let at_end = e.detail().is_some_and(|d| d.contains("end of input"))
+        || e.range().is_some_and(|r| r.start >= text.trim_end().len());
+    match at_end.then(|| jinja::unclosed_at(text)).flatten() {
+        Some(r) => Some(r),
+        None => e.range(),
+    }
+}
+
 fn check_inline_template(
     ls: &LoadedSpec,
     env: &Environment<'static>,
@@ -473,25 +493,29 @@ fn check_inline_template(
         );
         return;
     }
+    // A byte range of `text` at its token in the spec file (block and quoted scalars
+    // included); the scalar's span when the range cannot be mapped.
+    let token =
+        |range: std::ops::Range<usize>| span.map(|s| types::token_span(sources, s, text, range));
     match env.template_from_str(text) {
         Err(e) => diags.push(
             Diagnostic::new(
                 Code::TemplateSyntax,
                 format!("template `{}`: {}", at.join("."), describe(&e)),
             )
-            .at(span),
+            .at(syntax_range(&e, text).map_or(span, token)),
         ),
         Ok(_) => {
             for u in jinja::unknown_names(env, text, true) {
                 diags.push(unknown_name_diag(
                     &u,
                     &format!("template `{}`", at.join(".")),
-                    span,
+                    token(u.range.clone()),
                 ));
             }
             let place = format!("template `{}`", at.join("."));
             for f in types::template(text, &scope.vars) {
-                let loc = span.map(|s| types::token_span(sources, s, text, f.range.clone()));
+                let loc = token(f.range.clone());
                 diags.push(f.into_diagnostic(&place, loc));
             }
         }
@@ -533,8 +557,7 @@ fn check_prompt(
             }
             match env.template_from_str(&text) {
                 Err(e) => {
-                    let loc = e
-                        .range()
+                    let loc = syntax_range(&e, &text)
                         .map(|r| sources.span_of_range(file, r))
                         .or_else(|| e.line().map(|l| Span::point(file, l as u32, 1)))
                         .unwrap_or(Span::file_start(file));
