@@ -16,7 +16,8 @@ use super::source::{FileId, Span};
 use crate::diag::{Code, Diagnostic};
 use saphyr_parser::{Event, Parser, ScalarStyle, Span as YSpan};
 use serde_json::{Map, Number, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Loader limits: exceeding one gives [`Code::TooLarge`].
 #[derive(Clone, Copy, Debug)]
@@ -57,9 +58,33 @@ pub struct ValueSpans {
 }
 
 /// JSON pointer (RFC 6901, e.g. `/nodes/grade/kind`) to spans.
+///
+/// Layered so that a variant's copy costs what the variant changes, not the size of
+/// the spec: the parsed entries are shared (`base`, behind an `Arc`, cloned in O(1));
+/// a copy records its own entries (`own`) and the pointers whose base subtrees it
+/// replaced (`hidden`). Lookups are O(log n) plus the number of hidden pointers.
 #[derive(Clone, Debug, Default)]
 pub struct SpanIndex {
-    map: HashMap<String, ValueSpans>,
+    base: Arc<BTreeMap<String, ValueSpans>>,
+    own: BTreeMap<String, ValueSpans>,
+    /// Pointers whose entry and descendants in `base` are no longer part of this index.
+    hidden: Vec<String>,
+}
+
+/// True when `ptr` is `root` or lies under it.
+fn within(ptr: &str, root: &str) -> bool {
+    ptr.strip_prefix(root)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Entries of `map` at `root` or under it, in pointer order.
+fn subtree<'a>(
+    map: &'a BTreeMap<String, ValueSpans>,
+    root: &'a str,
+) -> impl Iterator<Item = (&'a String, &'a ValueSpans)> + 'a {
+    map.range::<str, _>((std::ops::Bound::Included(root), std::ops::Bound::Unbounded))
+        .take_while(move |(k, _)| k.starts_with(root))
+        .filter(move |(k, _)| within(k, root))
 }
 
 /// Escapes one JSON pointer segment (`~` → `~0`, `/` → `~1`).
@@ -80,14 +105,20 @@ pub fn pointer<S: AsRef<str>>(segments: &[S]) -> String {
 impl SpanIndex {
     /// Spans recorded at exactly this pointer.
     pub fn get(&self, ptr: &str) -> Option<&ValueSpans> {
-        self.map.get(ptr)
+        if let Some(s) = self.own.get(ptr) {
+            return Some(s);
+        }
+        if self.hidden.iter().any(|h| within(ptr, h)) {
+            return None;
+        }
+        self.base.get(ptr)
     }
 
     /// Span of the value at `ptr`, or of its nearest recorded ancestor.
     pub fn value(&self, ptr: &str) -> Option<Span> {
         let mut p = ptr;
         loop {
-            if let Some(s) = self.map.get(p) {
+            if let Some(s) = self.get(p) {
                 return Some(s.value);
             }
             match p.rfind('/') {
@@ -99,7 +130,7 @@ impl SpanIndex {
 
     /// Span of the key that introduced `ptr`, falling back to [`SpanIndex::value`].
     pub fn key(&self, ptr: &str) -> Option<Span> {
-        match self.map.get(ptr) {
+        match self.get(ptr) {
             Some(ValueSpans { key: Some(k), .. }) => Some(*k),
             _ => self.value(ptr),
         }
@@ -107,27 +138,43 @@ impl SpanIndex {
 
     /// Records spans for a pointer (used by variant overlays to move spans).
     pub fn insert(&mut self, ptr: String, spans: ValueSpans) {
-        self.map.insert(ptr, spans);
+        self.own.insert(ptr, spans);
+    }
+
+    /// Every entry at `root` or under it, as this index sees them.
+    fn entries_under<'a>(&'a self, root: &'a str) -> Vec<(&'a String, &'a ValueSpans)> {
+        let mut out: Vec<_> = subtree(&self.own, root).collect();
+        out.extend(
+            subtree(&self.base, root)
+                .filter(|(k, _)| !self.own.contains_key(*k))
+                .filter(|(k, _)| !self.hidden.iter().any(|h| within(k, h))),
+        );
+        out
     }
 
     /// Copies every entry of `other` found under `from` to the same relative place
-    /// under `to`, replacing what `self` had under `to`.
+    /// under `to`, replacing what `self` had under `to`. Costs the size of the two
+    /// subtrees (plus a log factor), not of the whole index.
     pub fn graft(&mut self, to: &str, other: &SpanIndex, from: &str, key: Option<Span>) {
-        let prefix = format!("{to}/");
-        self.map.retain(|k, _| k != to && !k.starts_with(&prefix));
-        let from_prefix = format!("{from}/");
-        for (k, v) in &other.map {
-            if k == from {
-                self.map.insert(
-                    to.to_string(),
-                    ValueSpans {
-                        key: key.or(v.key),
-                        value: v.value,
-                    },
-                );
-            } else if let Some(rest) = k.strip_prefix(&from_prefix) {
-                self.map.insert(format!("{to}/{rest}"), *v);
-            }
+        let stale: Vec<String> = subtree(&self.own, to).map(|(k, _)| k.clone()).collect();
+        for k in stale {
+            self.own.remove(&k);
+        }
+        if !self.hidden.iter().any(|h| within(to, h)) {
+            self.hidden.retain(|h| !within(h, to));
+            self.hidden.push(to.to_string());
+        }
+        for (k, v) in other.entries_under(from) {
+            let rest = &k[from.len()..];
+            let spans = if rest.is_empty() {
+                ValueSpans {
+                    key: key.or(v.key),
+                    value: v.value,
+                }
+            } else {
+                *v
+            };
+            self.own.insert(format!("{to}{rest}"), spans);
         }
     }
 }
@@ -435,9 +482,15 @@ pub fn parse(
             .at(Some(Span::file_start(file)))])
         }
     };
-    let mut index = SpanIndex::default();
-    let value = to_json(root, String::new(), None, &mut index);
-    Ok((value, index))
+    let mut map = BTreeMap::new();
+    let value = to_json(root, String::new(), None, &mut map);
+    Ok((
+        value,
+        SpanIndex {
+            base: Arc::new(map),
+            ..SpanIndex::default()
+        },
+    ))
 }
 
 /// Counts one value written in the text; past the limit, the error names the
@@ -630,8 +683,13 @@ fn looks_like_float(s: &str) -> bool {
     i == b.len()
 }
 
-fn to_json(node: Node, ptr: String, key: Option<Span>, index: &mut SpanIndex) -> Value {
-    index.map.insert(
+fn to_json(
+    node: Node,
+    ptr: String,
+    key: Option<Span>,
+    index: &mut BTreeMap<String, ValueSpans>,
+) -> Value {
+    index.insert(
         ptr.clone(),
         ValueSpans {
             key,
@@ -662,6 +720,41 @@ fn to_json(node: Node, ptr: String, key: Option<Span>, index: &mut SpanIndex) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A variant's copy of the spans shares the parsed entries (cloning it does not
+    /// copy the index: validation was quadratic in nodes x variants through it) and a
+    /// graft changes only the copy, hiding the replaced subtree and nothing else.
+    #[test]
+    fn graft_on_a_shared_copy() {
+        let (_, base) = p("a:\n  b: 1\n  bb: 2\n  c:\n    d: 3\nv:\n  x:\n    y: 4\n").unwrap();
+        let mut copy = base.clone();
+        assert!(
+            Arc::ptr_eq(&copy.base, &base.base),
+            "clone copied the index"
+        );
+        let at = base.key("/v/x");
+        copy.graft("/a/c", &base, "/v/x", at);
+        // The original is untouched.
+        assert_eq!(base.get("/a/c/d").map(|s| s.value.line), Some(5));
+        // The copy: the old subtree is gone, the grafted one is in place.
+        assert!(copy.get("/a/c/d").is_none());
+        assert_eq!(copy.get("/a/c/y").map(|s| s.value.line), Some(8));
+        assert_eq!(copy.key("/a/c"), at);
+        // Siblings with a common prefix (`/a/b` vs `/a/bb`) are not hidden.
+        assert_eq!(copy.get("/a/b").map(|s| s.value.line), Some(2));
+        assert_eq!(copy.get("/a/bb").map(|s| s.value.line), Some(3));
+        // A missing pointer falls back to its nearest ancestor's value.
+        assert_eq!(copy.value("/a/c/d"), copy.value("/a/c"));
+        // Grafting again replaces the earlier graft; grafting a leaf inside a grafted
+        // subtree keeps the rest of it.
+        let mut again = copy.clone();
+        again.graft("/a/c/y", &base, "/a/b", None);
+        assert_eq!(again.get("/a/c/y").map(|s| s.value.line), Some(2));
+        assert_eq!(copy.get("/a/c/y").map(|s| s.value.line), Some(8));
+        again.graft("/a", &base, "/v", None);
+        assert!(again.get("/a/c/y").is_none() && again.get("/a/b").is_none());
+        assert_eq!(again.get("/a/x/y").map(|s| s.value.line), Some(8));
+    }
 
     fn p(text: &str) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
         parse(text, FileId(0), &Limits::default())
