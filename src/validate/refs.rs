@@ -252,16 +252,21 @@ fn check_branch(
                 )
                 .at(ls.span(&at)),
             ),
-            _ => diags.push(
-                Diagnostic::new(
-                    Code::BranchShape,
-                    format!(
-                        "edges of `{from}`: arm {} must be either `{{when, to}}` or `{{else}}`",
-                        i + 1
-                    ),
+            (_, _, otherwise) => {
+                // A malformed arm that has an `else` counts as the `else` arm: its
+                // E051 is the fault, no E050 "has no else arm" besides.
+                else_seen |= otherwise.is_some();
+                diags.push(
+                    Diagnostic::new(
+                        Code::BranchShape,
+                        format!(
+                            "edges of `{from}`: arm {} must be either `{{when, to}}` or `{{else}}`",
+                            i + 1
+                        ),
+                    )
+                    .at(ls.span(&at)),
                 )
-                .at(ls.span(&at)),
-            ),
+            }
         }
     }
     if !else_seen {
