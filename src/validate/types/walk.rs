@@ -90,8 +90,8 @@ impl<'v> Walker<'v> {
                 self.push(
                     Code::MaybeUndefined,
                     span,
-                    format!("`{name}` may be undefined here: it is set in only some branches of an `{{% if %}}` before"),
-                    Some("set it before the `{% if %}`, or in every branch (`{% else %}` included)".into()),
+                    format!("`{name}` may be undefined here: a block before sets it on some paths only (some branches of an `{{% if %}}`, or a loop's `{{% else %}}`, which runs only for an empty list)"),
+                    Some("set it before the block, or on every path (every `{% if %}` branch, `{% else %}` included); or test it with `is defined`".into()),
                 );
             }
             return t.clone();
