@@ -113,7 +113,7 @@ pub fn expression(text: &str, vars: &Vars) -> (Ty, Vec<Finding>) {
     }
     match minijinja::machinery::parse_expr(text) {
         Ok(e) => {
-            let mut w = walk::Walker::new(vars, false);
+            let mut w = walk::Walker::new(vars, text, false);
             let t = w.expression(&e);
             (t, w.findings)
         }
@@ -129,7 +129,7 @@ pub fn template(text: &str, vars: &Vars) -> Vec<Finding> {
         minijinja::machinery::parse(text, "<template>", Default::default(), Default::default());
     match parsed {
         Ok(root) => {
-            let mut w = walk::Walker::new(vars, true);
+            let mut w = walk::Walker::new(vars, text, true);
             w.template(&root);
             let mut seen = std::collections::HashSet::new();
             // One report per name for name faults (the first read).

@@ -161,3 +161,15 @@ fn ref_fan_out_is_bounded() {
     // Generous: a bounded walk takes milliseconds; the naive one would not finish.
     assert!(start.elapsed() < std::time::Duration::from_secs(20));
 }
+
+#[test]
+fn an_attribute_of_a_filter_result_names_the_expression_as_written() {
+    let (_, f) = expression("(docs | first).idd == 'x'", &vars());
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].code, Code::UnknownAttribute);
+    assert!(
+        f[0].message.contains("`(docs | first).idd`"),
+        "{}",
+        f[0].message
+    );
+}

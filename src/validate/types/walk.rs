@@ -17,10 +17,30 @@ pub(super) const MAX_DEPTH: usize = 256;
 /// Walks one template or expression.
 pub(super) struct Walker<'v> {
     vars: &'v Vars,
+    /// The checked text, to quote an expression that is not a plain path
+    /// (`(grades | first)`) as written.
+    src: &'v str,
     /// Report names that are not defined (templates; expressions' names are checked
     /// by the caller already).
     report_names: bool,
     pub(super) findings: Vec<Finding>,
+}
+
+/// Where an expression's text starts: minijinja's span of a filter, test, attribute
+/// or operator starts at the operator, not at its left operand.
+fn leftmost(e: &Expr<'_>, depth: usize) -> u32 {
+    if depth > 64 {
+        return e.span().start_offset;
+    }
+    let start = match e {
+        Expr::Filter(f) => f.expr.as_ref().map(|x| leftmost(x, depth + 1)),
+        Expr::Test(t) => Some(leftmost(&t.expr, depth + 1)),
+        Expr::GetAttr(g) => Some(leftmost(&g.expr, depth + 1)),
+        Expr::GetItem(g) => Some(leftmost(&g.expr, depth + 1)),
+        Expr::BinOp(b) => Some(leftmost(&b.left, depth + 1)),
+        _ => None,
+    };
+    start.map_or(e.span().start_offset, |s| s.min(e.span().start_offset))
 }
 
 fn range(s: JSpan) -> std::ops::Range<usize> {
@@ -33,11 +53,29 @@ const FILTER_NAMES: &[&str] = &[
 ];
 
 impl<'v> Walker<'v> {
-    pub(super) fn new(vars: &'v Vars, report_names: bool) -> Self {
+    pub(super) fn new(vars: &'v Vars, src: &'v str, report_names: bool) -> Self {
         Walker {
             vars,
+            src,
             report_names,
             findings: Vec::new(),
+        }
+    }
+
+    /// An expression as written in the source (parenthesised), or "the value" when its
+    /// span does not map onto the text.
+    fn written(&self, e: &Expr<'_>) -> String {
+        let r = leftmost(e, 0) as usize..e.span().end_offset as usize;
+        match self.src.get(r) {
+            Some(t) if !t.trim().is_empty() && t.len() <= 80 => {
+                let t = t.trim();
+                if t.starts_with('(') && t.ends_with(')') {
+                    t.to_string()
+                } else {
+                    format!("({t})")
+                }
+            }
+            _ => "the value".into(),
         }
     }
 
@@ -278,7 +316,7 @@ impl<'v> Walker<'v> {
         if lenient {
             return Ty::Unknown;
         }
-        let path = path_text(base_e).unwrap_or_else(|| "the value".into());
+        let path = path_text(base_e).unwrap_or_else(|| self.written(base_e));
         let props: Vec<String> = members
             .iter()
             .flat_map(|t| match t {
@@ -478,7 +516,7 @@ impl<'v> Walker<'v> {
         if allowed.iter().any(|a| a == s) {
             return;
         }
-        let path = path_text(field_e).unwrap_or_else(|| "the value".into());
+        let path = path_text(field_e).unwrap_or_else(|| self.written(field_e));
         let shown: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
         let help = match crate::jinja::closest(s, &allowed) {
             Some(c) => format!("did you mean '{c}'? allowed: {}", shown.join(", ")),
