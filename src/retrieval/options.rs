@@ -75,6 +75,11 @@ pub struct BuildReport {
     pub warnings: Vec<String>,
     /// `true` if an existing index was reused without rebuilding.
     pub reused: bool,
+    /// Files whose content was read to compute the corpus fingerprint. On a reuse this
+    /// is 0 when no file changed since the last start: unchanged files are recognised
+    /// by size, modification time (and on Unix inode and change time) recorded in the
+    /// manifest, not rehashed.
+    pub hashed: usize,
     /// Wall time of the whole call, in seconds.
     pub seconds: f64,
     /// The index directory.

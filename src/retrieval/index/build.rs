@@ -22,12 +22,19 @@ fn heading_context(title: &str, headings: &[&str]) -> String {
     parts.join("\n")
 }
 
+/// What identifies the corpus an index is built from, written into its manifest: the
+/// content fingerprint and the per-file stamps that spare rehashing next time.
+pub(super) struct Identity {
+    pub fingerprint: String,
+    pub stamps: Vec<super::super::fingerprint::FileStamp>,
+}
+
 pub(super) fn write_index(
     corpus: &Path,
     dir: &Path,
     files: Vec<super::super::ingest::Candidate>,
     opts: &IndexOptions,
-    fingerprint: &str,
+    identity: Identity,
     skips: &mut Skips,
     warnings: &mut Vec<String>,
 ) -> Result<(usize, usize), RetrievalError> {
@@ -92,21 +99,29 @@ pub(super) fn write_index(
     writer.wait_merging_threads().map_err(tv(dir))?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        fingerprint: fingerprint.to_string(),
+        fingerprint: identity.fingerprint,
         files: n_files,
         chunks: n_chunks,
         skipped: skips.len(),
         skipped_files: skips.files.clone(),
         warnings: warnings.clone(),
         corpus: corpus.display().to_string(),
+        stamps: identity.stamps,
     };
-    let path = dir.join(MANIFEST);
-    let json = serde_json::to_vec_pretty(&manifest)
-        .map_err(|e| RetrievalError::io("writing", &path, e.into()))?;
+    write_manifest(&dir.join(MANIFEST), &manifest)?;
+    Ok((n_files, n_chunks))
+}
+
+/// Writes `manifest` to `path` and syncs it.
+///
+/// # Errors
+/// [`RetrievalError::Io`] naming `path`.
+pub(super) fn write_manifest(path: &Path, manifest: &Manifest) -> Result<(), RetrievalError> {
+    let json = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| RetrievalError::io("writing", path, e.into()))?;
     let mut file =
-        std::fs::File::create(&path).map_err(|e| RetrievalError::io("creating", &path, e))?;
+        std::fs::File::create(path).map_err(|e| RetrievalError::io("creating", path, e))?;
     file.write_all(&json)
         .and_then(|_| file.sync_all())
-        .map_err(|e| RetrievalError::io("writing", &path, e))?;
-    Ok((n_files, n_chunks))
+        .map_err(|e| RetrievalError::io("writing", path, e))
 }

@@ -48,6 +48,11 @@ struct Manifest {
     skipped_files: Vec<super::SkippedFile>,
     warnings: Vec<String>,
     corpus: String,
+    /// What each corpus file looked like when last hashed, so an unchanged file is not
+    /// read again (`fingerprint` module docs). Absent in older manifests: then every
+    /// file is hashed once and the stamps are written back.
+    #[serde(default)]
+    stamps: Vec<super::fingerprint::FileStamp>,
 }
 
 #[derive(Debug, Clone, Copy)]

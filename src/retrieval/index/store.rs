@@ -5,55 +5,68 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::super::fingerprint::FileStamp;
 use super::super::fingerprint::{scan, Scanned};
 use super::super::{
     check_dir, default_index_dir, BuildReport, IndexOptions, RetrievalError, SkipReason, Skips,
 };
-use super::build::write_index;
+use super::build::{write_index, write_manifest, Identity};
 use super::{Index, Manifest, FORMAT_VERSION, MANIFEST};
 
 /// Outcome of looking at an existing index directory.
 enum Existing {
-    Usable(Index, Manifest),
+    Usable(Index, Box<Manifest>),
     /// Absent or stale; the optional note says why (for unexpected states).
     Rebuild(Option<String>),
 }
 
-fn read_existing(dir: &Path, fingerprint: &str) -> Existing {
+/// The manifest of the index at `dir`, read before the scan (its stamps spare
+/// rehashing unchanged files), or why there is none usable.
+fn read_manifest(dir: &Path) -> Result<Manifest, Option<String>> {
     let manifest_path = dir.join(MANIFEST);
     let raw = match std::fs::read(&manifest_path) {
         Ok(r) => r,
         Err(_) => {
-            let note = dir.join("meta.json").exists().then(|| {
+            return Err(dir.join("meta.json").exists().then(|| {
                 format!(
                     "index at {} has no manifest (interrupted build?); rebuilding",
                     dir.display()
                 )
-            });
-            return Existing::Rebuild(note);
+            }))
         }
     };
-    let manifest: Manifest = match serde_json::from_slice(&raw) {
-        Ok(m) => m,
-        Err(e) => {
-            return Existing::Rebuild(Some(format!(
-                "manifest {} is invalid ({e}); rebuilding",
-                manifest_path.display()
-            )))
-        }
-    };
+    let manifest: Manifest = serde_json::from_slice(&raw).map_err(|e| {
+        Some(format!(
+            "manifest {} is invalid ({e}); rebuilding",
+            manifest_path.display()
+        ))
+    })?;
     if manifest.format_version != FORMAT_VERSION {
-        return Existing::Rebuild(Some(format!(
+        return Err(Some(format!(
             "index at {} has format version {} (expected {FORMAT_VERSION}); rebuilding",
             dir.display(),
             manifest.format_version
         )));
     }
+    Ok(manifest)
+}
+
+fn read_existing(
+    dir: &Path,
+    manifest: Result<Manifest, Option<String>>,
+    fingerprint: &str,
+) -> Existing {
+    let manifest = match manifest {
+        Ok(m) => m,
+        Err(note) => return Existing::Rebuild(note),
+    };
     if manifest.fingerprint != fingerprint {
         return Existing::Rebuild(None);
     }
     match Index::open(dir) {
-        Ok(index) if index.num_chunks() == manifest.chunks => Existing::Usable(index, manifest),
+        Ok(index) if index.num_chunks() == manifest.chunks => {
+            Existing::Usable(index, Box::new(manifest))
+        }
         Ok(index) => Existing::Rebuild(Some(format!(
             "index at {} has {} chunks but its manifest says {}; rebuilding",
             dir.display(),
@@ -62,6 +75,25 @@ fn read_existing(dir: &Path, fingerprint: &str) -> Existing {
         ))),
         Err(e) => Existing::Rebuild(Some(format!("{e}; rebuilding"))),
     }
+}
+
+/// Writes `manifest` back with fresh `stamps` when they changed (files hashed again
+/// because their stamp was missing, racy or different while their content was not).
+/// Best effort: an index directory that cannot be written (read-only) costs only the
+/// rehash on the next start. Written to a temporary file and renamed, so a reader never
+/// sees half a manifest.
+fn refresh_stamps(dir: &Path, mut manifest: Manifest, stamps: Vec<FileStamp>) -> Manifest {
+    if manifest.stamps == stamps {
+        return manifest;
+    }
+    manifest.stamps = stamps;
+    let tmp = dir.join(format!(".{MANIFEST}.tmp-{}", unique_suffix()));
+    if write_manifest(&tmp, &manifest).is_err()
+        || std::fs::rename(&tmp, dir.join(MANIFEST)).is_err()
+    {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    manifest
 }
 
 /// `true` if `dir` may be replaced: missing, empty, or looking like an index.
@@ -140,7 +172,20 @@ impl Index {
             Some(p) => p.to_path_buf(),
             None => default_index_dir(corpus)?,
         };
-        let scanned = scan(corpus, opts, FORMAT_VERSION);
+        let existing = if opts.force {
+            Err(None)
+        } else {
+            read_manifest(&dest)
+        };
+        let known: std::collections::HashMap<String, FileStamp> = match &existing {
+            Ok(m) => m
+                .stamps
+                .iter()
+                .map(|s| (s.rel.clone(), s.clone()))
+                .collect(),
+            Err(_) => Default::default(),
+        };
+        let mut scanned = scan(corpus, opts, FORMAT_VERSION, &known);
         let left_out = scanned
             .walk_skips
             .files
@@ -157,8 +202,9 @@ impl Index {
         }
         let mut notes = Vec::new();
         if !opts.force {
-            match read_existing(&dest, &scanned.fingerprint) {
+            match read_existing(&dest, existing, &scanned.fingerprint) {
                 Existing::Usable(index, m) => {
+                    let m = refresh_stamps(&dest, *m, std::mem::take(&mut scanned.stamps));
                     let skips = Skips {
                         files: m.skipped_files,
                     };
@@ -170,6 +216,7 @@ impl Index {
                         skipped_files: skips.files,
                         warnings: m.warnings,
                         reused: true,
+                        hashed: scanned.hashed,
                         seconds: started.elapsed().as_secs_f64(),
                         index_dir: dest,
                     };
@@ -200,6 +247,8 @@ fn build(
         walk_skips,
         walk_warnings,
         seen: _,
+        stamps,
+        hashed,
     } = scanned;
     let mut skips = walk_skips;
     let mut warnings = walk_warnings;
@@ -223,7 +272,10 @@ fn build(
         &tmp,
         files,
         opts,
-        &fingerprint,
+        Identity {
+            fingerprint,
+            stamps,
+        },
         &mut skips,
         &mut warnings,
     );
@@ -259,6 +311,7 @@ fn build(
         skipped_files: skips.files,
         warnings,
         reused: false,
+        hashed,
         seconds: 0.0,
         index_dir: dest.to_path_buf(),
     };
