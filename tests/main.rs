@@ -17,6 +17,7 @@ mod docs;
 mod eval;
 mod eval_lock;
 mod graph_props;
+mod imports;
 mod interrupt_cli;
 mod invalid_specs;
 mod layers;

@@ -153,14 +153,17 @@ pub(crate) fn rewrite(
 
     // 3. unmatched question terms, weighed up
     let mut emphasis: Vec<String> = Vec::new();
+    let mut unmatched: Vec<String> = Vec::new();
     if !docs.is_empty() {
         for (t, w) in q_terms.iter().zip(&words) {
             if !docs.iter().any(|d| d.all_terms.contains_key(t)) {
                 emphasis.push(w.clone());
+                unmatched.push(t.clone());
             }
         }
         if emphasis.len() == q_terms.len() {
             emphasis.clear();
+            unmatched.clear();
         }
     }
 
@@ -182,7 +185,17 @@ pub(crate) fn rewrite(
             .iter()
             .map(|d| coverage(d, &q_terms, &w).0)
             .collect();
-        let heads = heading_terms(an, index, feedback, &rel, &query_terms);
+        let mut heads = Vec::new();
+        // The uncovered part of the question: the sections where its unmatched terms
+        // are central name it in the documentation's words (the missing page of a
+        // two-page question). Feedback from the kept passages alone would pull the
+        // search back to the pages already found.
+        if let (Some(ix), false) = (index, unmatched.is_empty()) {
+            let probes = probe(an, ix, &unmatched, params);
+            let ones = vec![1.0; probes.len()];
+            heads = heading_terms(an, index, &probes, &ones, &query_terms);
+        }
+        heads.extend(heading_terms(an, index, feedback, &rel, &query_terms));
         let body = expansion(an, index, feedback, &rel, &query_terms, MAX_CANDIDATES);
         interleave(heads, body, params.expansion_terms)
     } else {
