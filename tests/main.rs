@@ -34,6 +34,7 @@ mod retries_cli;
 mod retrieval;
 mod retrieval_cli;
 mod retrieval_quality;
+mod rewrite_loop;
 mod root_cli;
 mod run_outputs_cli;
 mod runtime;

@@ -457,3 +457,111 @@ fn expansion(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn docs(an: &Analyzer) -> Vec<DocView> {
+        [
+            ("a", "ch16-01-threads.html", "Using Threads to Run Code Simultaneously", "Calling join on the JoinHandle blocks the thread currently running until the thread represented by the handle terminates."),
+            ("b", "ch16-01-threads.html", "Waiting for All Threads to Finish Using join Handles", "The spawned thread may be stopped prematurely when the main thread ends; join waits for it."),
+            ("c", "ch17-02-concurrency-with-async.html", "Applying Concurrency with Async", "An async block runs concurrently with other futures; await the handle to wait for it."),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, (id, source, heading, content))| {
+            let v = json!({"id": id, "content": content,
+                "metadata": {"source": source, "heading_path": [heading]}});
+            doc_view(an, &v, i).unwrap()
+        })
+        .collect()
+    }
+
+    const Q: &str = "Output from a background thread gets cut off when the program ends. How do I make the program wait for it?";
+
+    #[test]
+    fn never_repeats_a_query_already_tried() {
+        let an = Analyzer::new();
+        let p = OfflineParams::default();
+        for d in [docs(&an), Vec::new()] {
+            let mut tried: Vec<String> = vec![Q.to_string()];
+            for _ in 0..12 {
+                let q = rewrite(&an, &p, None, Q, &d, &tried);
+                let set = term_set(&an, &q);
+                for t in &tried {
+                    assert_ne!(
+                        set,
+                        term_set(&an, t),
+                        "{q:?} repeats {t:?} (tried: {tried:?})"
+                    );
+                }
+                tried.push(q);
+            }
+        }
+        // Word order, case and repeats do not make a new query.
+        let an = Analyzer::new();
+        let d = docs(&an);
+        let first = rewrite(&an, &p, None, Q, &d, &[]);
+        let shuffled: Vec<&str> = first.split_whitespace().rev().collect();
+        let again = rewrite(&an, &p, None, Q, &d, &[shuffled.join(" ").to_uppercase()]);
+        assert_ne!(term_set(&an, &again), term_set(&an, &first));
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_query() {
+        let an = Analyzer::new();
+        let p = OfflineParams::default();
+        let d = docs(&an);
+        let tried = vec![Q.to_string(), "thread join".to_string()];
+        let a = rewrite(&an, &p, None, Q, &d, &tried);
+        for _ in 0..5 {
+            assert_eq!(rewrite(&Analyzer::new(), &p, None, Q, &d, &tried), a);
+        }
+    }
+
+    #[test]
+    fn unmatched_question_terms_are_weighed_up_and_headings_feed_back() {
+        let an = Analyzer::new();
+        let p = OfflineParams::default();
+        let d = docs(&an);
+        let q = rewrite(&an, &p, None, Q, &d, &[]);
+        let count = |w: &str| {
+            q.split_whitespace()
+                .filter(|x| x.eq_ignore_ascii_case(w))
+                .count()
+        };
+        // `background` is in no kept passage: written once more than the matched `thread`.
+        assert_eq!(count("background"), 3, "{q}");
+        assert_eq!(count("thread"), 2, "{q}");
+        // Vocabulary of the kept passages' section titles.
+        assert!(
+            q.to_lowercase().contains("join") || q.to_lowercase().contains("handles"),
+            "{q}"
+        );
+    }
+
+    #[test]
+    fn an_off_topic_passage_feeds_back_less() {
+        let an = Analyzer::new();
+        let p = OfflineParams {
+            expansion_terms: 2,
+            ..OfflineParams::default()
+        };
+        let mut d = docs(&an);
+        // Kept (it names `thread`) but about something else.
+        let off = json!({"id": "z", "content": "Patterns match ranges; patterns bind values; patterns destructure structs, and patterns bind enums. No thread is involved.",
+            "metadata": {"source": "ch19-03-pattern-syntax.html", "heading_path": ["Pattern Syntax"]}});
+        d.push(doc_view(&an, &off, 3).unwrap());
+        let q = rewrite(
+            &an,
+            &p,
+            None,
+            "How do I wait for a spawned thread to finish?",
+            &d,
+            &[],
+        );
+        assert!(!q.to_lowercase().contains("pattern"), "{q}");
+    }
+}
