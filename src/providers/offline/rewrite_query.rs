@@ -191,7 +191,7 @@ pub(crate) fn rewrite(
         // two-page question). Feedback from the kept passages alone would pull the
         // search back to the pages already found.
         if let (Some(ix), false) = (index, unmatched.is_empty()) {
-            let probes = probe(an, ix, &unmatched, params);
+            let probes = search_together(an, ix, &unmatched, params);
             let ones = vec![1.0; probes.len()];
             heads = heading_terms(an, index, &probes, &ones, &query_terms);
         }
@@ -288,6 +288,34 @@ fn interleave(heads: Vec<(String, String)>, body: Vec<(String, String)>, k: usiz
             return out;
         }
     }
+}
+
+/// The best `feedback_docs` chunks for the unmatched terms searched together (with
+/// their synonyms): the pages about the part of the question not yet covered.
+fn search_together(
+    an: &Analyzer,
+    ix: &Index,
+    terms: &[String],
+    params: &OfflineParams,
+) -> Vec<DocView> {
+    let mut text = terms.join(" ");
+    if params.synonyms {
+        for t in terms {
+            for (key, expansion) in SYNONYMS {
+                if an.distinct(key) == [t.clone()] {
+                    text.push(' ');
+                    text.push_str(expansion);
+                }
+            }
+        }
+    }
+    ix.search(&text, params.feedback_docs)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| serde_json::to_value(d).ok())
+        .enumerate()
+        .filter_map(|(i, v)| doc_view(an, &v, i).ok())
+        .collect()
 }
 
 /// Feedback passages when the call brings none: the best chunk for each question term
