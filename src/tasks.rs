@@ -41,6 +41,11 @@ pub const TASKS: &[Task] = &[
         inputs: &["question"],
         returns: "{route: retrieve|direct}",
     },
+    Task {
+        name: "classify_question",
+        inputs: &["question"],
+        returns: "{complexity: simple|complex, reason} (adaptive routing: single-shot or the loop)",
+    },
 ];
 
 /// Looks a task up by name.

@@ -607,3 +607,81 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn grade_answer_requires_the_questions_key_terms() {
+    // `thread` and `wait` are in every passage (low IDF); `spawned` and `finish` in one:
+    // they are the question's key terms. An answer that covers more than half of the
+    // question's IDF weight but misses one key term does not address it (it did
+    // before key terms).
+    let docs = json!([
+        doc(
+            "a",
+            "threads.html",
+            "A thread can wait. Call join so the spawned thread can finish."
+        ),
+        doc("b", "async.html", "A thread may wait on a channel."),
+        doc("c", "sync.html", "Every thread can wait for a lock."),
+    ]);
+    let q = "How do I wait for a spawned thread to finish?";
+    let grade = |p: &OfflineProvider, answer: &str| {
+        run(
+            p,
+            "grade_answer",
+            json!({"question": q, "documents": docs, "answer": answer}),
+        )
+        .unwrap()
+    };
+    let misses = "A spawned thread can wait. [threads.html]";
+    let hits = "Call join so the spawned thread can finish. [threads.html]";
+    let strict = provider();
+    assert_eq!(grade(&strict, misses)["addresses_question"], false);
+    assert_eq!(grade(&strict, hits)["addresses_question"], true);
+    let mut params = IndexMap::new();
+    params.insert("key_terms_share".to_string(), json!(0.0));
+    let old = OfflineProvider::new(&params, None).unwrap();
+    assert_eq!(grade(&old, misses)["addresses_question"], true);
+    // A key term written in the documentation's words counts: `null` → `None`.
+    let docs = json!([doc(
+        "o",
+        "option.html",
+        "A function cannot return null; it can return None, a variant of Option."
+    )]);
+    let out = run(
+        &strict,
+        "grade_answer",
+        json!({"question": "How do I return null from a function?", "documents": docs,
+               "answer": "A function can return None, a variant of Option. [option.html]"}),
+    )
+    .unwrap();
+    assert_eq!(out["addresses_question"], true, "{out}");
+}
+
+#[test]
+fn classify_question_routes_multi_part_and_out_of_corpus_questions_to_the_loop() {
+    let p = provider();
+    let class = |p: &OfflineProvider, q: &str| {
+        run(p, "classify_question", json!({"question": q})).unwrap()["complexity"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(class(&p, "What does cargo check do?"), "simple");
+    assert_eq!(
+        class(&p, "What is the difference between String and str?"),
+        "complex"
+    );
+    assert_eq!(
+        class(&p, "Why does it move? And how do I copy it?"),
+        "complex"
+    );
+    assert_eq!(class(&p, "how do I?"), "simple");
+    let (_dir, index) = small_index();
+    let p = OfflineProvider::new(&IndexMap::new(), Some(index)).unwrap();
+    assert_eq!(class(&p, "How do I wait for a thread?"), "simple");
+    assert_eq!(class(&p, "How do I wait for a zebra thread?"), "complex");
+    // `null` is not in the corpus but translates (SYNONYMS): not a mismatch.
+    assert_eq!(class(&p, "Is there a null?"), "simple");
+    let out = run(&p, "classify_question", json!({"question": "zebra?"})).unwrap();
+    assert!(schema("question-class.json").is_valid(&out), "{out}");
+}

@@ -223,6 +223,21 @@ codes! {
     /// name would silently check nothing; the message lists the known ones for the
     /// schema's draft.
     UnknownFormat = "E086", "unknown JSON Schema format";
+    /// An `imports:` entry names a spec file that does not exist under the project
+    /// root, or one whose project root (`root`) differs from the importing spec's (the
+    /// paths inside imported nodes resolve against the root, so both must share it).
+    ImportMissing = "E090", "imported spec not found";
+    /// A spec imports itself, directly or through other specs (`a.yaml` imports
+    /// `b.yaml`, which imports `a.yaml`); the message shows the chain. Chains deeper
+    /// than 16 specs are refused the same way.
+    ImportCycle = "E091", "import cycle";
+    /// An imported node, model, retriever or tool has the name of one the spec
+    /// already defines, or that an earlier import brought; the label points at the
+    /// other definition. Write the entry inline instead of importing it to change it.
+    ImportClash = "E092", "imported name already defined";
+    /// An `imports:` entry lists a node, model, retriever or tool that the imported
+    /// spec does not define (after its own imports); the help lists what it defines.
+    ImportUnknown = "E093", "imported name not defined there";
 
     /// A branch arm after an always-true predicate can never be taken; remove it or
     /// fix the predicate before it.

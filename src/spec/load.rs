@@ -64,7 +64,7 @@ impl LoadedSpec {
     }
 
     /// Every file a run of this spec reads, as canonical paths: the spec file, the
-    /// state schema, each node's prompt templates and output schema, and the
+    /// specs it imports, the state schema, each node's prompt templates and output schema, and the
     /// fixtures of `scripted` models (`params.file`). Paths that do not resolve are
     /// left out. Output files (`--trace`, `--record`) must not be any of these.
     pub fn input_files(&self) -> Vec<PathBuf> {
@@ -90,6 +90,9 @@ impl LoadedSpec {
                     rels.push(f);
                 }
             }
+        }
+        for i in &self.spec.imports {
+            rels.push(&i.spec);
         }
         let mut out: Vec<PathBuf> = self.path.canonicalize().into_iter().collect();
         for r in rels {
@@ -271,7 +274,8 @@ fn load_spec_file(
 ) -> Result<LoadedSpec, Vec<Diagnostic>> {
     let limits = Limits::default();
     let text = sources.get(file).text.clone();
-    let (raw, spans) = yaml::parse(&text, file, &limits)?;
+    let (mut raw, mut spans) = yaml::parse(&text, file, &limits)?;
+    super::imports::expand(&mut raw, &mut spans, file, path, sources)?;
     let spec = typed(&raw, &spans, file)?;
     let dir = path
         .parent()

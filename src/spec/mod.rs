@@ -1,4 +1,5 @@
 //! Loading specs: YAML with source spans, typed into [`Spec`], variants applied.
+pub mod imports;
 pub mod kinds;
 pub mod load;
 pub mod overlay;

@@ -15,7 +15,7 @@ use serde_json::Value;
 /// Applies variant `name` to `base`, returning the merged, typed spec.
 ///
 /// # Errors
-/// [`Code::VariantPath`] for a path that does not exist (or names `version`, `root` or
+/// [`Code::VariantPath`] for a path that does not exist (or names `version`, `root`, `imports` or
 /// `variants`, which variants cannot change); typing diagnostics of the merged spec.
 /// All diagnostics carry the variant's name.
 pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic>> {
@@ -66,7 +66,7 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
             .at(at)));
             continue;
         }
-        if matches!(segments[0], "version" | "root" | "variants") {
+        if matches!(segments[0], "version" | "root" | "variants" | "imports") {
             diags.push(tag(Diagnostic::new(
                 Code::VariantPath,
                 format!(
@@ -162,7 +162,7 @@ pub struct Override {
 ///
 /// # Errors
 /// A message naming the argument: no `=`, an empty or undotted path, a path into
-/// `version`, `root` or `variants`, VALUE that is not YAML (rendered diagnostics).
+/// `version`, `root`, `imports` or `variants`, VALUE that is not YAML (rendered diagnostics).
 pub fn parse_override(arg: &str, sources: &mut Sources) -> Result<Override, String> {
     let (path, text) = arg
         .split_once('=')
@@ -247,13 +247,13 @@ pub fn apply_overrides(
 }
 
 /// The path rules shared by variants and overrides: dotted, no empty segment, not
-/// into `version`, `root` or `variants`.
+/// into `version`, `root`, `variants` or `imports` (resolved when the spec loads).
 fn check_path(path: &str) -> Result<(), String> {
     let segments: Vec<&str> = path.split('.').collect();
     if segments.iter().any(|s| s.trim().is_empty()) {
         return Err(format!("`{path}` is not a dotted path"));
     }
-    if matches!(segments[0], "version" | "root" | "variants") {
+    if matches!(segments[0], "version" | "root" | "variants" | "imports") {
         return Err(format!("`{}` cannot be changed", segments[0]));
     }
     Ok(())

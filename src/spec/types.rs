@@ -35,6 +35,10 @@ pub struct Spec {
     /// path in the spec is resolved against it and must stay inside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
+    /// Other specs whose named nodes, models, retrievers and tools this spec includes,
+    /// as if written here (resolved when the spec loads; docs/spec.md "Imports").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<super::imports::Import>,
     /// The state object every node reads and updates.
     pub state: StateSpec,
     /// Named model configurations. Nodes refer to them by name.

@@ -5,10 +5,11 @@
 //! | task | inputs | output |
 //! |------|--------|--------|
 //! | `grade_documents` | `question` (string), `document` (object) | `{"document_id": string, "binary_score": "yes"\|"no", "confidence": 0..1}` |
-//! | `rewrite_query` | `question`, `documents` (array of objects) | string |
+//! | `rewrite_query` | `question`, `documents` (array of objects), optional `queries` (array of strings: the queries already tried) | string, never one of `queries` nor the question |
 //! | `generate_answer` | `question`, `documents` | string, every sentence followed by `[source]` |
 //! | `grade_answer` | `question`, `documents`, `answer` (string) | `{"grounded": bool, "addresses_question": bool}` |
 //! | `route_question` | `question` | `{"route": "retrieve"\|"direct"}` |
+//! | `classify_question` | `question` | `{"complexity": "simple"\|"complex", "reason": string}` |
 //!
 //! A document is `{id, content, metadata}` as returned by a retriever; `content` is
 //! required, `metadata.source` (else `id`) is what citations name, `metadata.title`
@@ -29,12 +30,14 @@
 //! | `sentence_min_coverage` | number 0..1 | 0.15 | least question coverage of the best sentence for an answer; below it the generator refuses |
 //! | `max_sentences` | integer 1..=10 | 4 | most sentences in a generated answer |
 //! | `min_gain` | number 0..1 | 0.1 | least marginal score of a further answer sentence |
-//! | `expansion_terms` | integer 0..=20 | 4 | terms added by pseudo-relevance feedback in `rewrite_query` |
-//! | `feedback_docs` | integer 0..=20 | 3 | documents fetched from the index for feedback when the call has none |
+//! | `expansion_terms` | integer 0..=20 | 4 | terms added per step by `rewrite_query` (heading and feedback terms, half and half) |
+//! | `feedback_docs` | integer 0..=20 | 3 | chunks probed from the index (one per question term) for feedback when the call has no documents |
 //! | `synonyms` | boolean | true | expand everyday programming words to the Rust book's vocabulary when rewriting |
 //! | `support_threshold` | number 0..1 | 0.7 | least share of an answer sentence's terms found in one document for it to count as grounded |
 //! | `addresses_threshold` | number 0..1 | 0.4 | least IDF-weighted share of the question's terms the answer must contain |
+//! | `key_terms_share` | number 0..1 | 0.5 | share of the question's IDF weight its key terms (rarest first) make up; the answer must hold every key term (0: no key terms) |
 
+mod classify_question;
 mod generate_answer;
 mod grade_answer;
 mod grade_documents;
@@ -79,6 +82,9 @@ pub struct OfflineParams {
     pub support_threshold: f64,
     /// Least IDF-weighted share (0..1) of the question's terms the answer must contain.
     pub addresses_threshold: f64,
+    /// Share (0..1) of the question's IDF weight its key terms make up (rarest terms
+    /// first); the answer must hold every key term. 0: no key-term check.
+    pub key_terms_share: f64,
 }
 
 impl Default for OfflineParams {
@@ -95,6 +101,7 @@ impl Default for OfflineParams {
             synonyms: true,
             support_threshold: 0.7,
             addresses_threshold: 0.4,
+            key_terms_share: 0.5,
         }
     }
 }
@@ -137,11 +144,12 @@ impl OfflineParams {
                 }
                 "support_threshold" => p.support_threshold = unit(value)?,
                 "addresses_threshold" => p.addresses_threshold = unit(value)?,
+                "key_terms_share" => p.key_terms_share = unit(value)?,
                 other => {
                     return Err(format!(
                         "unknown param `{other}` (known: relevance_threshold, min_overlap, \
                          answer_min_coverage, sentence_min_coverage, max_sentences, min_gain, expansion_terms, feedback_docs, synonyms, \
-                         support_threshold, addresses_threshold)"
+                         support_threshold, addresses_threshold, key_terms_share)"
                     ))
                 }
             }
@@ -215,12 +223,14 @@ impl OfflineProvider {
             "rewrite_query" => {
                 let question = ctx.string("question")?;
                 let docs = ctx.documents("documents", &self.analyzer)?;
+                let tried = ctx.optional_strings("queries")?;
                 Ok(Value::String(rewrite_query::rewrite(
                     &self.analyzer,
                     &self.params,
                     index,
                     question,
                     &docs,
+                    &tried,
                 )))
             }
             "generate_answer" => {
@@ -250,6 +260,10 @@ impl OfflineProvider {
             "route_question" => {
                 let question = ctx.string("question")?;
                 Ok(route_question::route(&self.analyzer, index, question))
+            }
+            "classify_question" => {
+                let question = ctx.string("question")?;
+                Ok(classify_question::classify(&self.analyzer, index, question))
             }
             other => Err(ProviderError::Unsupported(format!(
                 "the offline provider has no task `{other}` (it implements: {})",
@@ -287,6 +301,27 @@ impl<'a> Ctx<'a> {
                 self.task,
                 type_name(other)
             ))),
+        }
+    }
+
+    /// An optional array of strings: missing or null → empty.
+    fn optional_strings(&self, name: &str) -> Result<Vec<String>, ProviderError> {
+        let bad = |what: &str| {
+            ProviderError::Permanent(format!(
+                "offline task `{}`: input `{name}` must be an array of strings, got {what}",
+                self.task
+            ))
+        };
+        match self.inputs.get(name) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(bad(&format!("an array holding {}", type_name(other)))),
+                })
+                .collect(),
+            Some(other) => Err(bad(type_name(other))),
         }
     }
 
