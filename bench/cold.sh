@@ -28,7 +28,7 @@ median_ms() {
   printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
 }
 idx=$(median_ms "$BIN" index "$BOOK")
-run=$(median_ms "$BIN" run graphs/crag.yaml --input "How do I borrow a value mutably?")
+run=$(median_ms "$BIN" run graphs/crag.yaml -q "How do I borrow a value mutably?")
 printf '%-34s %10s %10s %12s\n' "what" "median ms" "bound ms" "baseline ms"
 printf '%-34s %10s %10s %12s\n' "index reuse (book, warm)" "$idx" "-" "-"
 printf '%-34s %10s %10s %12s\n' "run crag.yaml cold, warm index" "$run" "15" "38"
