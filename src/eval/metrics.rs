@@ -615,6 +615,7 @@ mod tests {
         Row {
             variant: "base".into(),
             id: "q".into(),
+            repeat: 0,
             kind: "direct".into(),
             status: Status::Generated,
             answer: None,

@@ -102,6 +102,11 @@ pub struct KeyConfig {
     /// Every provider parameter.
     #[serde(default)]
     pub params: Map<String, Value>,
+    /// The repeat index of an eval run with `--repeats N` (1 to N−1; absent for the
+    /// first repeat and outside such an eval, so those keys are unchanged): repeats
+    /// of one question get distinct keys, so the cache and cassettes hold each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 impl KeyConfig {
@@ -126,6 +131,7 @@ impl KeyConfig {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            repeat: None,
         }
     }
 
