@@ -341,4 +341,21 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn hard_is_an_optional_boolean_that_wins_over_the_kind() {
+        let kinds = vec!["paraphrase".to_string()];
+        let ds = parse(&format!(
+            "{}\n{}\n{}\n",
+            GOOD,
+            GOOD.replace(r#""id": "a""#, r#""id": "b", "hard": true"#),
+            GOOD.replace(r#""id": "a""#, r#""id": "c", "hard": false"#)
+                .replace("direct", "paraphrase"),
+        ))
+        .unwrap();
+        let hard: Vec<bool> = ds.items.iter().map(|i| i.is_hard(&kinds)).collect();
+        assert_eq!(hard, [false, true, false]);
+        let ds = parse(&GOOD.replace(r#""id": "a""#, r#""id": "a", "hard": 1"#)).unwrap();
+        assert!(ds.errors[0].message.contains("`hard` must be true or false, found a number"));
+    }
 }

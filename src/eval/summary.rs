@@ -726,4 +726,56 @@ mod tests {
         let g = crate::eval::gates::parse_not_worse("v", &variants).unwrap();
         assert!(crate::eval::gates::check(&[g], &s)[0].passed);
     }
+
+    #[test]
+    fn repeats_average_per_question_and_mixed_outcomes_skip_mcnemar() {
+        // 12 questions, 2 repeats each: base hits on both repeats, v on one of two.
+        let items: Vec<Item> = (0..12).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            for rep in 0..2u32 {
+                let mut a = row("base", it, "x", 1);
+                a.repeat = rep;
+                rows.push(a);
+                let mut b = row("v", it, if rep == 0 { "x" } else { "no" }, 1);
+                b.repeat = rep;
+                b.latency_ms = f64::from(10 * (rep + 1));
+                rows.push(b);
+            }
+        }
+        // A repeat beyond --repeats is ignored.
+        let mut extra = row("v", &items[0], "x", 1);
+        extra.repeat = 2;
+        rows.push(extra);
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let opts = Options {
+            repeats: 2,
+            ..Options::default()
+        };
+        let s = summarize_with("s", "d", &items, &[], &variants, &rows, &opts);
+        assert_eq!(s.results["v"].rows, 24);
+        assert_eq!(s.results["v"].missing, 0);
+        let mc = &s.results["v"].overall.metrics["must_contain"];
+        assert_eq!((mc.value, mc.n), (Some(0.5), 12));
+        let c = s.comparisons[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == "must_contain")
+            .unwrap();
+        assert_eq!(c.n, 12);
+        assert!(c.mcnemar.is_none(), "per-question rates are not outcomes");
+        assert_eq!(c.diff, Some(-0.5));
+        assert_eq!(c.verdict, "worse");
+        let sp = &s.spread["v"];
+        assert_eq!((sp.questions, sp.must_contain_unstable), (12, 12));
+        assert_eq!(sp.latency_range_ms, Some(10.0));
+        assert_eq!(sp.must_contain_sd, Some(0.5));
+        assert!(s.spread["base"].must_contain_unstable == 0);
+        assert_eq!(s.table[1].must_contain.value, Some(0.5));
+        // One repeat: the same figures as summarize.
+        let one: Vec<Row> = rows.iter().filter(|r| r.repeat == 0).cloned().collect();
+        let a = summarize("s", "d", &items, &[], &variants, &one);
+        assert!(a.spread.is_empty());
+        assert!(a.comparisons[0].metrics[0].mcnemar.is_some());
+    }
 }
