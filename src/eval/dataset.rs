@@ -356,6 +356,8 @@ mod tests {
         let hard: Vec<bool> = ds.items.iter().map(|i| i.is_hard(&kinds)).collect();
         assert_eq!(hard, [false, true, false]);
         let ds = parse(&GOOD.replace(r#""id": "a""#, r#""id": "a", "hard": 1"#)).unwrap();
-        assert!(ds.errors[0].message.contains("`hard` must be true or false, found a number"));
+        assert!(ds.errors[0]
+            .message
+            .contains("`hard` must be true or false, found a number"));
     }
 }

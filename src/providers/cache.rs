@@ -22,7 +22,9 @@
 //!   model), the base URL (the same model name on two servers is two models), the
 //!   temperature, `max_tokens`, the structured-output mode and **all** provider
 //!   `params`. It leaves out what does not change an answer: `api_key_env` (and never
-//!   the key itself), timeouts, retries, concurrency and rate limits, prices.
+//!   the key itself), timeouts, retries, concurrency and rate limits, prices. An eval
+//!   run with `--repeats N` adds `"repeat": r` for its repeats r = 1 to N−1 (absent
+//!   otherwise, so every other key is unchanged): each repeat has its own answers.
 //! - `messages` are the rendered prompts, in order, role and content. A repair turn
 //!   sends more messages, so it has its own key.
 //! - `schema` is the output schema the provider is asked to follow.
