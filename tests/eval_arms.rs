@@ -209,7 +209,35 @@ fn several_specs_run_every_arm_and_compare_every_pair() {
         .unwrap();
     assert_eq!(mc["n"], 12);
     assert_eq!(mc["verdict"], "worse", "{mc}");
-    // b has no retrieval and other fields: compared on what both have, no NaN.
+    // b has no retrieval and other fields: compared on what both have, no NaN; its
+    // retrieval metrics are n/a (not 0), the pair's comparison on them has no question.
+    assert_eq!(
+        s["results"]["b"]["overall"]["metrics"]["recall_final"]["n"],
+        0
+    );
+    assert!(s["results"]["b"]["overall"]["metrics"]["recall_final"]["value"].is_null());
+    assert_eq!(
+        s["results"]["a"]["overall"]["metrics"]["recall_final"]["n"],
+        12
+    );
+    assert!(s["table"][2]["recall_hard"]["value"].is_null());
+    assert_eq!(s["table"][0]["recall_hard"]["n"], 6);
+    let rf = ab["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "recall_final")
+        .unwrap();
+    assert_eq!(
+        (rf["n"].as_u64(), rf["verdict"].as_str()),
+        (Some(0), Some("insufficient data"))
+    );
+    let brow = rows.iter().find(|r| r["variant"] == "b").unwrap();
+    assert_eq!(brow["retrieval"], false);
+    assert!(rows
+        .iter()
+        .filter(|r| r["variant"] == "a")
+        .all(|r| r.get("retrieval").is_none()));
     let md = env.text("out/report.md");
     let html = env.text("out/report.html");
     for text in [&md, &html] {
@@ -271,10 +299,15 @@ fn variants_and_gates_name_arms() {
         .as_str()
         .unwrap()
         .starts_with("b: must_contain = 0"));
-    // --fail-if-worse against the first arm (b): a is better, not worse.
+    // --fail-if-worse against the first arm (b): a is better, not worse (and recall,
+    // which b lacks, cannot be judged).
     assert_eq!(gates[2]["passed"], true, "{}", gates[2]);
+    assert_eq!(gates[2]["gate"], "--fail-if-worse a=b");
     assert!(
-        gates[2]["reason"].as_str().unwrap().contains("than b"),
+        gates[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a vs b: insufficient data to judge recall_final (n = 0)"),
         "{}",
         gates[2]
     );

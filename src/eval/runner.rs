@@ -342,6 +342,7 @@ pub fn make_row(
         iterations: r.iterations,
         steps: r.steps,
         retrieved,
+        retrieval: true,
         usage: Usage::from(&r.usage),
         latency_ms,
         error: r.error.clone(),
@@ -380,7 +381,14 @@ async fn run_observed(
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     let mut row = make_row(&p.name, item, &result, cap.passes, ms);
     row.repeat = p.repeat;
+    row.retrieval = retrieves(&p.program);
     row
+}
+
+/// Whether a program has a `retrieve` node (else its rows have no retrieval
+/// metric, [`Row::retrieval`]).
+fn retrieves(p: &Program) -> bool {
+    p.spec.nodes.values().any(|n| n.kind() == "retrieve")
 }
 
 /// What [`execute`] ran.
@@ -475,6 +483,7 @@ pub async fn execute(
                 }
                 let mut row = make_row(&variants[vi].name, &item, &r, Vec::new(), 0.0);
                 row.repeat = variants[vi].repeat;
+                row.retrieval = retrieves(&variants[vi].program);
                 row
             }
         };

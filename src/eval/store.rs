@@ -15,6 +15,7 @@
 //! | `path` | [string] | nodes executed, in order |
 //! | `iterations` | integer | passes through the entry node |
 //! | `steps` | integer | node executions |
+//! | `retrieval` | bool | `false` when the arm's spec has no `retrieve` node (its recall and precision are n/a); absent otherwise |
 //! | `retrieved` | [[string]] | per retrieval pass (iteration), the `metadata.source` (else id) of each document returned, in rank order |
 //! | `usage` | object | `calls`, `input_tokens`, `output_tokens`, `cost_usd` |
 //! | `latency_ms` | number | wall time of the run |
@@ -193,6 +194,10 @@ pub struct Row {
     /// Per retrieval pass, the documents' sources in rank order.
     #[serde(default)]
     pub retrieved: Vec<Vec<String>>,
+    /// Whether the arm's spec has a `retrieve` node (written only when it has none:
+    /// its retrieval metrics are then n/a, not 0).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub retrieval: bool,
     /// LLM usage.
     #[serde(default)]
     pub usage: Usage,
@@ -204,6 +209,15 @@ pub struct Row {
     /// Per-question metrics.
     #[serde(default)]
     pub metrics: RowMetrics,
+}
+
+fn yes() -> bool {
+    true
+}
+
+// serde's skip_serializing_if takes a reference.
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 // serde's skip_serializing_if takes a reference.
@@ -477,6 +491,7 @@ mod tests {
             iterations: 1,
             steps: 1,
             retrieved: vec![],
+            retrieval: true,
             usage: Usage::default(),
             latency_ms: 1.0,
             error: None,

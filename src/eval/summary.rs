@@ -625,6 +625,7 @@ mod tests {
             iterations,
             steps: 1,
             retrieved: vec![vec!["a.html".into()]],
+            retrieval: true,
             usage: Usage::default(),
             latency_ms: 1.0,
             error: None,
