@@ -1,5 +1,6 @@
-//! `ragloop eval SPEC --dataset FILE.jsonl`: every question under every variant, with
-//! reports and CI gates (see `ragloop::eval` and docs/eval.md).
+//! `ragloop eval SPEC... --dataset FILE.jsonl`: every question under every arm (the
+//! variants of one spec, or `STEM[:VARIANT]` of several), with reports and CI gates
+//! (see `ragloop::eval` and docs/eval.md).
 //!
 //! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, a report could
 //! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran; another eval
@@ -28,11 +29,11 @@ pub struct EvalArgs {
     /// With several specs: arms, `STEM` or `STEM:VARIANT`.
     #[arg(long, value_delimiter = ',')]
     pub variants: Option<Vec<String>>,
-    /// (variant, question) runs at once.
+    /// (arm, question) runs at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub concurrency: u16,
     /// Output directory: results.jsonl, summary.json, report.md, report.html.
-    /// Default: eval-results/SPEC_STEM.
+    /// Default: eval-results/SPEC_STEM (several specs: STEM1+STEM2+...).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Continue an interrupted eval in --out: completed pairs are skipped.
