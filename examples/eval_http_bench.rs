@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = mock_openai::start(Duration::from_millis(delay_ms));
     let out = tempfile::tempdir()?;
     let cfg = EvalConfig {
-        spec: manifest.join("graphs/crag.yaml"),
+        specs: vec![manifest.join("graphs/crag.yaml")],
         dataset,
         variants: Some(vec!["base".into(), "lenient_grader".into()]),
         concurrency,

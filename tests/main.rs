@@ -15,6 +15,7 @@ mod crag_web;
 mod dense;
 mod docs;
 mod eval;
+mod eval_arms;
 mod eval_lock;
 mod graph_props;
 mod imports;

@@ -1,5 +1,6 @@
-//! `ragloop eval SPEC --dataset FILE.jsonl`: every question under every variant, with
-//! reports and CI gates (see `ragloop::eval` and docs/eval.md).
+//! `ragloop eval SPEC... --dataset FILE.jsonl`: every question under every arm (the
+//! variants of one spec, or `STEM[:VARIANT]` of several), with reports and CI gates
+//! (see `ragloop::eval` and docs/eval.md).
 //!
 //! Exit status: 0 ok; 1 a run failed, a dataset line was skipped, a report could
 //! not be written, or the spec / resources / output cannot be used; 2 usage error (nothing ran; another eval
@@ -16,20 +17,23 @@ use std::process::ExitCode;
     after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key or another eval using --out included (nothing ran), 5 a gate failed, 130 interrupted (partial reports written). See docs/eval.md."
 )]
 pub struct EvalArgs {
-    /// The spec file.
-    pub spec: PathBuf,
+    /// The spec file, or several: each question then runs under every arm, `STEM`
+    /// (a spec without a variant) or `STEM:VARIANT` (see docs/eval.md, Arms).
+    #[arg(required = true, value_name = "SPEC")]
+    pub specs: Vec<PathBuf>,
     /// Questions, one JSON object per line: id, question, answer, must_contain, sources, kind.
     #[arg(long)]
     pub dataset: PathBuf,
     /// Comma-separated variants to evaluate; `base` is the spec without a variant and
     /// is only included when listed. Default: base and every variant of the spec.
+    /// With several specs: arms, `STEM` or `STEM:VARIANT`.
     #[arg(long, value_delimiter = ',')]
     pub variants: Option<Vec<String>>,
-    /// (variant, question) runs at once.
+    /// (arm, question) runs at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub concurrency: u16,
     /// Output directory: results.jsonl, summary.json, report.md, report.html.
-    /// Default: eval-results/SPEC_STEM.
+    /// Default: eval-results/SPEC_STEM (several specs: STEM1+STEM2+...).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Continue an interrupted eval in --out: completed pairs are skipped.
@@ -47,9 +51,15 @@ pub struct EvalArgs {
     /// Fail (exit 5) when METRIC is above VALUE (repeatable).
     #[arg(long = "fail-over", value_name = "[VARIANT:]METRIC=VALUE")]
     pub fail_over: Vec<String>,
-    /// Fail (exit 5) when VARIANT is significantly worse than base on must_contain, f1 or recall_final (repeatable).
-    #[arg(long = "fail-if-worse", value_name = "VARIANT")]
+    /// Fail (exit 5) when VARIANT is significantly worse than REF on must_contain, f1 or recall_final (repeatable; REF: base, or with several specs the first arm).
+    #[arg(long = "fail-if-worse", value_name = "VARIANT[=REF]")]
     pub fail_if_worse: Vec<String>,
+    /// Run each (arm, question) N times (the repeat index is in the cache and cassette keys); metrics average over repeats, the reports show the per-question spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeats: u32,
+    /// Question kinds of the hard subset of the cost table (an item's `hard: true|false` decides first).
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
+    pub hard: Option<Vec<String>>,
     /// Override a model for every variant: NAME=PROVIDER[:MODEL][@BASE_URL] (repeatable).
     #[arg(long = "model", value_name = "NAME=PROVIDER[:MODEL][@BASE_URL]")]
     pub models: Vec<String>,
@@ -67,22 +77,27 @@ pub struct EvalArgs {
 /// Runs `ragloop eval`.
 pub fn run(args: EvalArgs) -> ExitCode {
     let out = args.out.clone().unwrap_or_else(|| {
-        let stem = args
-            .spec
-            .file_stem()
-            .map_or_else(|| "eval".into(), |s| s.to_string_lossy().into_owned());
-        PathBuf::from("eval-results").join(stem)
+        let stems: Vec<String> = args
+            .specs
+            .iter()
+            .map(|p| {
+                p.file_stem()
+                    .map_or_else(|| "eval".into(), |s| s.to_string_lossy().into_owned())
+            })
+            .collect();
+        PathBuf::from("eval-results").join(stems.join("+"))
     });
     // --replay / cache: one set of layers shared by every run. The --record cassette
     // is opened by the library once every argument has been checked, so a usage error
     // never truncates it; with --resume it is appended to (a torn last line cut).
     let mut layers = ragloop::runtime::ResourceOptions::default();
     let results = out.join(ragloop::eval::files::RESULTS);
-    let inputs = [
-        args.spec.as_path(),
-        args.dataset.as_path(),
-        results.as_path(),
-    ];
+    let inputs: Vec<&std::path::Path> = args
+        .specs
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([args.dataset.as_path(), results.as_path()])
+        .collect();
     let record_to = args.calls.record.clone();
     let mut early = args.calls.clone();
     early.record = None;
@@ -120,7 +135,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         }
     }
     let cfg = EvalConfig {
-        spec: args.spec,
+        specs: args.specs,
         dataset: args.dataset,
         variants: args.variants,
         concurrency: usize::from(args.concurrency),
@@ -131,6 +146,13 @@ pub fn run(args: EvalArgs) -> ExitCode {
         fail_under: args.fail_under,
         fail_over: args.fail_over,
         fail_if_worse: args.fail_if_worse,
+        repeats: args.repeats,
+        hard: args.hard.map(|h| {
+            h.into_iter()
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect()
+        }),
         models: args.models,
         overrides: args.changes.overrides,
         timeout_secs: args.changes.timeout,

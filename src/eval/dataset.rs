@@ -6,6 +6,8 @@
 //! `sources` lists of non-empty strings, `kind` a non-empty string (`direct`, `paraphrase`, `multi_hop`,
 //! `unanswerable` in the shipped set; any other name is accepted and reported as its
 //! own kind). `unanswerable` is the kind whose questions should be declined.
+//! An optional boolean `hard` puts a question in (or out of) the hard subset of the
+//! reports whatever its kind (`--hard KIND,...` decides for the others).
 //! Unknown keys are ignored. Blank lines are skipped; a UTF-8 byte-order mark is
 //! tolerated.
 use serde::{Deserialize, Serialize};
@@ -31,6 +33,11 @@ pub struct Item {
     pub sources: Vec<String>,
     /// Question kind.
     pub kind: String,
+    /// `hard: true` / `false`: in (out of) the hard subset of the reports whatever
+    /// its kind; absent: hard when its kind is one of `--hard` (see
+    /// [`Item::is_hard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard: Option<bool>,
     /// 1-based line in the dataset file.
     #[serde(skip)]
     pub line: usize,
@@ -40,6 +47,12 @@ impl Item {
     /// Whether the question should be declined (kind `unanswerable`).
     pub fn unanswerable(&self) -> bool {
         self.kind == UNANSWERABLE
+    }
+
+    /// Whether the question is in the hard subset: its `hard` field when given,
+    /// else whether its kind is one of `hard_kinds`.
+    pub fn is_hard(&self, hard_kinds: &[String]) -> bool {
+        self.hard.unwrap_or_else(|| hard_kinds.contains(&self.kind))
     }
 }
 
@@ -183,6 +196,16 @@ pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
                 }
             })
             .map_err(|e| format!("`{id}`: {e}"))?,
+        hard: match m.get("hard") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(v) => {
+                return Err(format!(
+                    "`{id}`: `hard` must be true or false, found {}",
+                    type_name(v)
+                ))
+            }
+        },
         id,
         question,
         line: lineno,
@@ -317,5 +340,24 @@ mod tests {
             e.contains("line 2: duplicate id `a` (first on line 1)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn hard_is_an_optional_boolean_that_wins_over_the_kind() {
+        let kinds = vec!["paraphrase".to_string()];
+        let ds = parse(&format!(
+            "{}\n{}\n{}\n",
+            GOOD,
+            GOOD.replace(r#""id": "a""#, r#""id": "b", "hard": true"#),
+            GOOD.replace(r#""id": "a""#, r#""id": "c", "hard": false"#)
+                .replace("direct", "paraphrase"),
+        ))
+        .unwrap();
+        let hard: Vec<bool> = ds.items.iter().map(|i| i.is_hard(&kinds)).collect();
+        assert_eq!(hard, [false, true, false]);
+        let ds = parse(&GOOD.replace(r#""id": "a""#, r#""id": "a", "hard": 1"#)).unwrap();
+        assert!(ds.errors[0]
+            .message
+            .contains("`hard` must be true or false, found a number"));
     }
 }

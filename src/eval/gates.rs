@@ -6,13 +6,14 @@
 //!   question it applies to) fails too.
 //! - `--fail-over [VARIANT:]METRIC=VALUE`: the same with "above" (for latency, cost,
 //!   `failed`, `loop_bound`...).
-//! - `--fail-if-worse VARIANT`: fails when VARIANT is significantly worse than `base`
-//!   (verdict `worse`, α = 0.05) on a primary metric: `must_contain` (McNemar),
+//! - `--fail-if-worse VARIANT[=REF]`: fails when VARIANT is significantly worse than
+//!   REF (default: `base` with one spec, the first arm with several specs; see
+//!   [`super::arms`]) (verdict `worse`, α = 0.05) on a primary metric: `must_contain` (McNemar),
 //!   `f1` and `recall_final` (bootstrap CI of the paired difference). A metric with
 //!   fewer than [`MIN_PAIRED`] paired questions has the verdict `insufficient data`
 //!   and does not trip the gate (its one-line reason says so).
+use super::arms::BASE;
 use super::metrics::METRICS;
-use super::runner::BASE;
 use super::stats::MIN_PAIRED;
 use super::summary::{gate_metric_names, GateOutcome, Summary, INSUFFICIENT};
 
@@ -32,8 +33,13 @@ pub enum Gate {
         /// `true` for `--fail-over`.
         over: bool,
     },
-    /// No significant regression of this variant against `base`.
-    NotWorse(String),
+    /// No significant regression of an arm against a reference arm.
+    NotWorse {
+        /// The arm.
+        arm: String,
+        /// The arm it is compared with (`base` with one spec).
+        reference: String,
+    },
 }
 
 /// A gate flag that cannot be used (a usage error, exit 2). `gate` is the flag and
@@ -86,14 +92,19 @@ pub enum GateError {
         /// Highest allowed bound.
         high: f64,
     },
-    /// `--fail-if-worse base`.
-    #[error("--fail-if-worse base: name a variant to compare with base")]
-    WorseThanBase,
-    /// `--fail-if-worse V` without `base` among the variants.
-    #[error("--fail-if-worse {variant}: `base` is not evaluated (add it to --variants)")]
+    /// `--fail-if-worse base` (the reference itself).
+    #[error("--fail-if-worse {reference}: name a variant to compare with {reference}")]
+    WorseThanBase {
+        /// The reference arm (`base` with one spec).
+        reference: String,
+    },
+    /// `--fail-if-worse V` without the reference (`base`) among the variants.
+    #[error("--fail-if-worse {variant}: `{reference}` is not evaluated (add it to --variants)")]
     NoBase {
         /// The variant given.
         variant: String,
+        /// The reference arm.
+        reference: String,
     },
     /// `--fail-if-worse V` with V not evaluated.
     #[error(
@@ -119,7 +130,8 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, G
     let (lhs, v) = arg
         .split_once('=')
         .ok_or_else(|| GateError::Syntax { gate: gate() })?;
-    let (variant, metric) = match lhs.split_once(':') {
+    // An arm may hold `:` (`crag:strict`); a metric never does.
+    let (variant, metric) = match lhs.rsplit_once(':') {
         Some((v, m)) => (Some(v.trim().to_string()), m.trim()),
         None => (None, lhs.trim()),
     };
@@ -173,12 +185,34 @@ pub fn parse_bound(arg: &str, over: bool, variants: &[String]) -> Result<Gate, G
 /// # Errors
 /// [`GateError::WorseThanBase`], [`GateError::NoBase`], [`GateError::NotEvaluated`].
 pub fn parse_not_worse(variant: &str, variants: &[String]) -> Result<Gate, GateError> {
-    if variant == BASE {
-        return Err(GateError::WorseThanBase);
+    parse_not_worse_of(variant, BASE, variants)
+}
+
+/// Checks `--fail-if-worse ARM` (against `reference`: `base` with one spec, the
+/// first arm with several) or `--fail-if-worse ARM=REF` (against REF): both arms
+/// must be evaluated and differ.
+///
+/// # Errors
+/// [`GateError::WorseThanBase`] (ARM is the reference), [`GateError::NoBase`] (the
+/// reference is not evaluated), [`GateError::NotEvaluated`].
+pub fn parse_not_worse_of(
+    arg: &str,
+    reference: &str,
+    variants: &[String],
+) -> Result<Gate, GateError> {
+    let (variant, reference) = match arg.split_once('=') {
+        Some((a, r)) => (a.trim(), r.trim()),
+        None => (arg.trim(), reference),
+    };
+    if variant == reference {
+        return Err(GateError::WorseThanBase {
+            reference: reference.to_string(),
+        });
     }
-    if !variants.iter().any(|v| v == BASE) {
+    if !variants.iter().any(|v| v == reference) {
         return Err(GateError::NoBase {
             variant: variant.to_string(),
+            reference: reference.to_string(),
         });
     }
     if !variants.iter().any(|v| v == variant) {
@@ -187,7 +221,10 @@ pub fn parse_not_worse(variant: &str, variants: &[String]) -> Result<Gate, GateE
             variants: variants.join(", "),
         });
     }
-    Ok(Gate::NotWorse(variant.to_string()))
+    Ok(Gate::NotWorse {
+        arm: variant.to_string(),
+        reference: reference.to_string(),
+    })
 }
 
 fn fmt(x: f64) -> String {
@@ -238,10 +275,12 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                     },
                 }
             }
-            Gate::NotWorse(v) => {
-                let cmp = summary.comparisons.iter().find(|c| {
-                    (c.a == BASE && c.b == *v) || (c.b == BASE && c.a == *v)
-                });
+            Gate::NotWorse { arm: v, reference } => {
+                let r = reference.as_str();
+                let cmp = summary
+                    .comparisons
+                    .iter()
+                    .find(|c| (c.a == r && c.b == *v) || (c.b == r && c.a == *v));
                 let mut worse = Vec::new();
                 let mut thin = Vec::new();
                 if let Some(c) = cmp {
@@ -270,17 +309,21 @@ pub fn check(gates: &[Gate], summary: &Summary) -> Vec<GateOutcome> {
                     }
                 }
                 GateOutcome {
-                    gate: format!("--fail-if-worse {v}"),
+                    gate: if r == BASE {
+                        format!("--fail-if-worse {v}")
+                    } else {
+                        format!("--fail-if-worse {v}={r}")
+                    },
                     passed: worse.is_empty(),
                     reason: if worse.is_empty() && !thin.is_empty() {
                         format!(
-                            "{v} vs base: insufficient data to judge {} (fewer than {MIN_PAIRED} paired questions); not counted as worse",
+                            "{v} vs {r}: insufficient data to judge {} (fewer than {MIN_PAIRED} paired questions); not counted as worse",
                             thin.join(", ")
                         )
                     } else if worse.is_empty() {
-                        format!("{v} is not significantly worse than base on must_contain, f1, recall_final")
+                        format!("{v} is not significantly worse than {r} on must_contain, f1, recall_final")
                     } else {
-                        format!("{v} is significantly worse than base: {}", worse.join(", "))
+                        format!("{v} is significantly worse than {r}: {}", worse.join(", "))
                     },
                 }
             }

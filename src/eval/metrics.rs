@@ -129,13 +129,14 @@ fn b(x: bool) -> f64 {
     }
 }
 
-// A labelled question whose run never retrieved scores 0, not "absent".
-fn first_or_zero(q: Question, v: &[f64]) -> Option<f64> {
-    q.labelled.then(|| v.first().copied().unwrap_or(0.0))
+// A labelled question whose run never retrieved scores 0, not "absent"; an arm
+// whose spec has no retrieve node has no retrieval metric ("absent", n/a).
+fn first_or_zero(q: Question, r: &Row, v: &[f64]) -> Option<f64> {
+    (q.labelled && r.retrieval).then(|| v.first().copied().unwrap_or(0.0))
 }
 
-fn last_or_zero(q: Question, v: &[f64]) -> Option<f64> {
-    q.labelled.then(|| v.last().copied().unwrap_or(0.0))
+fn last_or_zero(q: Question, r: &Row, v: &[f64]) -> Option<f64> {
+    (q.labelled && r.retrieval).then(|| v.last().copied().unwrap_or(0.0))
 }
 
 /// Every per-question metric, in report order.
@@ -178,7 +179,7 @@ pub const METRICS: &[MetricDef] = &[
         primary: false,
         scale: Scale::Share,
         tables: &[Table::Quality, Table::ByKind, Table::Bars],
-        value: |r, q| first_or_zero(q, &r.metrics.recall),
+        value: |r, q| first_or_zero(q, r, &r.metrics.recall),
     },
     MetricDef {
         name: "recall_final",
@@ -188,7 +189,7 @@ pub const METRICS: &[MetricDef] = &[
         primary: true,
         scale: Scale::Share,
         tables: &[Table::Quality, Table::ByKind, Table::Bars],
-        value: |r, q| last_or_zero(q, &r.metrics.recall),
+        value: |r, q| last_or_zero(q, r, &r.metrics.recall),
     },
     MetricDef {
         name: "recall_gain",
@@ -199,8 +200,8 @@ pub const METRICS: &[MetricDef] = &[
         scale: Scale::ShareDiff,
         tables: &[Table::Quality],
         value: |r, q| {
-            last_or_zero(q, &r.metrics.recall)
-                .zip(first_or_zero(q, &r.metrics.recall))
+            last_or_zero(q, r, &r.metrics.recall)
+                .zip(first_or_zero(q, r, &r.metrics.recall))
                 .map(|(l, f)| l - f)
         },
     },
@@ -212,7 +213,7 @@ pub const METRICS: &[MetricDef] = &[
         primary: false,
         scale: Scale::Share,
         tables: &[Table::Quality],
-        value: |r, q| first_or_zero(q, &r.metrics.precision),
+        value: |r, q| first_or_zero(q, r, &r.metrics.precision),
     },
     MetricDef {
         name: "precision_final",
@@ -222,7 +223,7 @@ pub const METRICS: &[MetricDef] = &[
         primary: false,
         scale: Scale::Share,
         tables: &[Table::Quality, Table::Bars],
-        value: |r, q| last_or_zero(q, &r.metrics.precision),
+        value: |r, q| last_or_zero(q, r, &r.metrics.precision),
     },
     MetricDef {
         name: "iterations",
@@ -615,6 +616,7 @@ mod tests {
         Row {
             variant: "base".into(),
             id: "q".into(),
+            repeat: 0,
             kind: "direct".into(),
             status: Status::Generated,
             answer: None,
@@ -623,6 +625,7 @@ mod tests {
             iterations: 2,
             steps: 2,
             retrieved: vec![],
+            retrieval: true,
             usage: Default::default(),
             latency_ms: 0.0,
             error: None,

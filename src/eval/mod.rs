@@ -15,18 +15,22 @@
 //!
 //! [`run_eval`] does it all; the CLI only parses flags and maps [`EvalError`] and
 //! [`Outcome`] to exit codes.
+pub mod arms;
 pub mod dataset;
 pub mod gates;
 pub mod lock;
 pub mod metrics;
+pub mod questions;
 pub mod report_html;
 pub mod report_md;
 pub mod runner;
 pub mod settings;
+pub mod spread;
 pub mod stats;
 pub mod store;
 pub mod summary;
 pub mod svg;
+pub mod table;
 
 use crate::compile::LoadError;
 use crate::runtime::{CancellationToken, Status};
@@ -36,14 +40,19 @@ use std::path::{Path, PathBuf};
 /// Exit status of `ragloop eval` when a gate fails (distinct from `run`'s 0–4).
 pub const EXIT_GATE: u8 = 5;
 
+/// The question kinds of the hard subset without `--hard`.
+pub const DEFAULT_HARD: [&str; 2] = ["paraphrase", "multi_hop"];
+
 /// Everything `ragloop eval` needs.
 #[derive(Clone, Debug, Default)]
 pub struct EvalConfig {
-    /// The spec file.
-    pub spec: PathBuf,
+    /// The spec files: one (arms are its variants), or several (arms `STEM` and
+    /// `STEM:VARIANT`, see [`arms`]).
+    pub specs: Vec<PathBuf>,
     /// The dataset (JSON lines).
     pub dataset: PathBuf,
-    /// `--variants`; `None` = `base` and every variant of the spec.
+    /// `--variants` (arm names); `None` = every arm: `base` and every variant of each
+    /// spec.
     pub variants: Option<Vec<String>>,
     /// Pairs running at once (at least 1).
     pub concurrency: usize,
@@ -60,8 +69,12 @@ pub struct EvalConfig {
     pub fail_under: Vec<String>,
     /// `--fail-over` arguments.
     pub fail_over: Vec<String>,
-    /// `--fail-if-worse` variants.
+    /// `--fail-if-worse` arms.
     pub fail_if_worse: Vec<String>,
+    /// `--repeats N`: each (arm, question) run N times (0 and 1: once).
+    pub repeats: u32,
+    /// `--hard KIND,...`: the kinds of the hard subset (`None`: [`DEFAULT_HARD`]).
+    pub hard: Option<Vec<String>>,
     /// `--model` overrides, for every variant.
     pub models: Vec<String>,
     /// `--override PATH=VALUE` changes, for every variant (before `models`).
@@ -84,7 +97,8 @@ pub struct EvalConfig {
 }
 
 impl EvalConfig {
-    /// The settings recorded in settings.json and summary.json ([`settings`]).
+    /// The settings recorded in settings.json and summary.json ([`settings`]),
+    /// without the specs' fingerprints (see [`run_eval_until`]).
     pub fn settings(&self) -> settings::Settings {
         settings::Settings {
             overrides: self.overrides.clone(),
@@ -92,7 +106,21 @@ impl EvalConfig {
             timeout_secs: self.timeout_secs,
             retries: self.retries,
             corpus: self.corpus.as_ref().map(|c| c.display().to_string()),
+            specs: Vec::new(),
+            repeats: (self.repeats > 1).then_some(self.repeats),
         }
+    }
+
+    /// `--repeats`, at least 1.
+    pub fn repeat_count(&self) -> u32 {
+        self.repeats.max(1)
+    }
+
+    /// The kinds of the hard subset.
+    pub fn hard_kinds(&self) -> Vec<String> {
+        self.hard
+            .clone()
+            .unwrap_or_else(|| DEFAULT_HARD.iter().map(|k| (*k).to_string()).collect())
     }
 }
 
@@ -305,6 +333,46 @@ fn check_settings(cfg: &EvalConfig, now: &settings::Settings) -> Result<(), Eval
     )))
 }
 
+/// The compiled specs, or: with one spec, its error as it always was (a spec that
+/// does not validate: [`EvalError::Failed`], exit 1); with several, a usage error
+/// (exit 2) naming every spec that does not load, with its diagnostics.
+fn compiled_or_usage(
+    cfg: &EvalConfig,
+    compiled: Vec<Result<crate::compile::CompiledSpec, LoadError>>,
+) -> Result<Vec<crate::compile::CompiledSpec>, EvalError> {
+    if compiled.len() == 1 {
+        return Ok(vec![compiled
+            .into_iter()
+            .next()
+            .ok_or_else(|| EvalError::Usage("no spec given".into()))??]);
+    }
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    for (p, c) in cfg.specs.iter().zip(compiled) {
+        match c {
+            Ok(c) => ok.push(c),
+            Err(e) => {
+                let text = e.to_string();
+                bad.push(format!(
+                    "{}: the spec does not validate:\n{}",
+                    p.display(),
+                    text.trim_end()
+                ));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(ok)
+    } else {
+        Err(EvalError::Usage(format!(
+            "{}\n{} of {} spec(s) do not validate: nothing was run",
+            bad.join("\n"),
+            bad.len(),
+            cfg.specs.len()
+        )))
+    }
+}
+
 /// Runs a whole eval that is never interrupted: [`run_eval_until`] with a token
 /// nobody cancels.
 ///
@@ -337,18 +405,27 @@ pub async fn run_eval_until(
     cfg: &EvalConfig,
     cancel: &CancellationToken,
 ) -> Result<Outcome, EvalError> {
-    // The spec is loaded and checked once, base and every variant; its faults are
+    if cfg.specs.is_empty() {
+        return Err(EvalError::Usage("no spec given".into()));
+    }
+    let several = cfg.specs.len() > 1;
+    // Arms are named by the specs' stems: a collision is found before anything.
+    let stems = arms::stems(&cfg.specs).map_err(EvalError::Usage)?;
+    // Each spec is loaded and checked once, base and every variant; its faults are
     // reported after the dataset's.
-    let compiled = runner::compile_spec(&cfg.spec);
-    // No --record may overwrite a file the spec reads (the CLI checks the other
+    let compiled: Vec<Result<crate::compile::CompiledSpec, LoadError>> =
+        cfg.specs.iter().map(|p| runner::compile_spec(p)).collect();
+    // No --record may overwrite a file a spec reads (the CLI checks the other
     // inputs and the outputs), whatever else is wrong.
-    if let (Ok(c), Some(rec)) = (&compiled, &cfg.record_to) {
-        if let Some(p) = c.files.iter().find(|f| crate::paths::same_file(rec, f)) {
-            return Err(EvalError::Usage(format!(
-                "--record {} would overwrite {}, an input of this eval",
-                rec.display(),
-                p.display()
-            )));
+    if let Some(rec) = &cfg.record_to {
+        for c in compiled.iter().flatten() {
+            if let Some(p) = c.files.iter().find(|f| crate::paths::same_file(rec, f)) {
+                return Err(EvalError::Usage(format!(
+                    "--record {} would overwrite {}, an input of this eval",
+                    rec.display(),
+                    p.display()
+                )));
+            }
         }
     }
     let ds = dataset::load(&cfg.dataset)?;
@@ -371,8 +448,21 @@ pub async fn run_eval_until(
             cfg.dataset.display()
         )));
     }
-    let mut compiled = compiled?;
-    let variants = runner::resolve_variants(&compiled, cfg.variants.as_deref())?;
+    let mut specs = compiled_or_usage(cfg, compiled)?;
+    let arm_list: Vec<arms::Arm> = if several {
+        arms::resolve(&specs, &stems, cfg.variants.as_deref()).map_err(EvalError::Usage)?
+    } else {
+        runner::resolve_variants(&specs[0], cfg.variants.as_deref())?
+            .into_iter()
+            .map(|v| arms::Arm {
+                variant: (v != runner::BASE).then(|| v.clone()),
+                name: v,
+                spec: 0,
+            })
+            .collect()
+    };
+    let variants: Vec<String> = arm_list.iter().map(|a| a.name.clone()).collect();
+    let repeats = cfg.repeat_count();
     let mut gate_list = Vec::new();
     for g in &cfg.fail_under {
         gate_list.push(gates::parse_bound(g, false, &variants)?);
@@ -380,8 +470,15 @@ pub async fn run_eval_until(
     for g in &cfg.fail_over {
         gate_list.push(gates::parse_bound(g, true, &variants)?);
     }
+    // The reference of --fail-if-worse ARM: `base` with one spec, the first arm with
+    // several; ARM=REF names it.
+    let reference = if several {
+        variants[0].as_str()
+    } else {
+        runner::BASE
+    };
     for v in &cfg.fail_if_worse {
-        gate_list.push(gates::parse_not_worse(v, &variants)?);
+        gate_list.push(gates::parse_not_worse_of(v, reference, &variants)?);
     }
     if cfg.retry_failed && !cfg.resume {
         return Err(EvalError::Usage(
@@ -412,7 +509,18 @@ pub async fn run_eval_until(
         Ok(())
     };
     holds_results()?;
-    let settings = cfg.settings();
+    let mut settings = cfg.settings();
+    if several {
+        settings.specs = cfg
+            .specs
+            .iter()
+            .zip(&specs)
+            .map(|(p, c)| settings::SpecPrint {
+                path: p.display().to_string(),
+                fingerprint: settings::fingerprint(&c.files),
+            })
+            .collect();
+    }
     let same_settings = || -> Result<(), EvalError> { check_settings(cfg, &settings) };
     same_settings()?;
     let mut popts = runner::PrepareOptions {
@@ -424,8 +532,8 @@ pub async fn run_eval_until(
         progress: cfg.progress,
         calls: cfg.calls.clone(),
     };
-    let programs = runner::load(&mut compiled, &variants, &popts)?;
-    drop(compiled);
+    let programs = runner::load_arms(&mut specs, &arm_list, &popts)?;
+    drop(specs);
     // Every usage check is done: only now may --record create (truncate) its file.
     if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
         let w = if cfg.resume {
@@ -436,7 +544,7 @@ pub async fn run_eval_until(
         .map_err(|e| EvalError::Usage(format!("--record: {e}")))?;
         popts.calls.record = Some(std::sync::Arc::new(w));
     }
-    let prepared = runner::open(programs, &popts)?;
+    let prepared = runner::open_repeats(programs, &popts, repeats)?;
     std::fs::create_dir_all(&cfg.out)
         .map_err(|e| EvalError::Failed(format!("cannot create {}: {e}", cfg.out.display())))?;
     // Held until this returns (dropping it removes the lock file).
@@ -473,6 +581,7 @@ pub async fn run_eval_until(
         existing.rows.retain(|r| {
             !(r.status == Status::Failed
                 && variants.contains(&r.variant)
+                && r.repeat < repeats
                 && ids.contains(r.id.as_str()))
         });
         let dropped = before - existing.rows.len();
@@ -493,14 +602,15 @@ pub async fn run_eval_until(
     }
     let mut writer = store::Writer::open(&results_path, !cfg.resume)?;
     let ids: HashSet<&str> = ds.items.iter().map(|i| i.id.as_str()).collect();
-    let done: HashSet<(String, String)> = existing
+    let done: HashSet<store::PairKey> = existing
         .rows
         .iter()
-        .filter(|r| ids.contains(r.id.as_str()))
-        .map(|r| (r.variant.clone(), r.id.clone()))
+        .filter(|r| ids.contains(r.id.as_str()) && r.repeat < repeats)
+        .map(store::Row::key)
         .collect();
-    let resumed_rows = done.iter().filter(|(v, _)| variants.contains(v)).count();
-    let todo = variants.len() * ds.items.len() - resumed_rows;
+    let resumed_rows = done.iter().filter(|(v, _, _)| variants.contains(v)).count();
+    let pairs = variants.len() * ds.items.len() * repeats as usize;
+    let todo = pairs - resumed_rows;
     let bar = if cfg.progress {
         let b = indicatif::ProgressBar::new(todo as u64);
         b.set_style(
@@ -586,23 +696,45 @@ pub async fn run_eval_until(
     rows.extend(new.rows);
     let rows: Vec<store::Row> = rows
         .into_iter()
-        .filter(|r| variants.contains(&r.variant) && ids.contains(r.id.as_str()))
+        .filter(|r| {
+            variants.contains(&r.variant) && ids.contains(r.id.as_str()) && r.repeat < repeats
+        })
         .collect();
     let failed_runs = rows.iter().filter(|r| r.status == Status::Failed).count();
-    let mut summary = summary::summarize(
-        &cfg.spec.display().to_string(),
+    let spec_label = cfg
+        .specs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut summary = summary::summarize_with(
+        &spec_label,
         &cfg.dataset.display().to_string(),
         &ds.items,
         &ds.errors,
         &variants,
         &rows,
+        &summary::Options {
+            repeats,
+            hard_kinds: cfg.hard_kinds(),
+        },
     );
+    if several {
+        summary.arms = arm_list
+            .iter()
+            .map(|a| summary::ArmInfo {
+                name: a.name.clone(),
+                spec: cfg.specs[a.spec].display().to_string(),
+                variant: a.variant.clone().unwrap_or_else(|| runner::BASE.into()),
+            })
+            .collect();
+    }
     summary.settings = settings;
     summary.gates = gates::check(&gate_list, &summary);
     let interrupted = cancel.is_cancelled() && (cancelled > 0 || not_started > 0);
     if interrupted {
         let i = summary::Interruption {
-            pairs: variants.len() * ds.items.len(),
+            pairs,
             with_rows: summary.results.values().map(|r| r.rows).sum(),
             new_rows,
             cancelled,

@@ -52,11 +52,12 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     );
     let _ = write!(
         o,
-        "<h1>ragloop eval</h1><p>Spec <code>{}</code>, dataset <code>{}</code>: {} question(s), {} bad line(s); variants: {}; {}.</p>",
+        "<h1>ragloop eval</h1><p>Spec <code>{}</code>, dataset <code>{}</code>: {} question(s), {} bad line(s); {}: {}; {}.</p>",
         esc(&s.spec),
         esc(&s.dataset),
         s.questions,
         s.dataset_errors.len(),
+        if s.arms.is_empty() { "variants" } else { "arms" },
         esc(&s.variants.join(", ")),
         if failed.is_empty() {
             "no failed run".to_string()
@@ -83,6 +84,97 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         let _ = write!(
             o,
             "<p class=\"fail\"><strong>Partial results:</strong> {missing} (variant, question) pair(s) have no row; rerun with --resume to run them.</p>"
+        );
+    }
+    let _ = write!(
+        o,
+        "<h2>Cost and quality per arm{}</h2><p>{}</p>",
+        if s.repeats > 1 {
+            format!(" ({} repeats per question)", s.repeats)
+        } else {
+            String::new()
+        },
+        esc(&super::report_md::cost_legend(&s.hard_kinds))
+    );
+    let head = super::report_md::cost_header();
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    table(&mut o, &head, &super::report_md::cost_rows(&s.table));
+    if !s.comparisons.is_empty() {
+        o.push_str(&format!("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05; “insufficient data” below {} paired questions.</p>", super::stats::MIN_PAIRED));
+        for c in &s.comparisons {
+            let _ = write!(o, "<h3>{} (b) vs {} (a)</h3>", esc(&c.b), esc(&c.a));
+            let rows: Vec<Vec<String>> = c
+                .metrics
+                .iter()
+                .map(|m| {
+                    vec![
+                        m.metric.clone(),
+                        m.n.to_string(),
+                        show(&m.metric, m.mean_a),
+                        show(&m.metric, m.mean_b),
+                        show_diff(&m.metric, m.diff),
+                        show_ci(&m.metric, m.ci),
+                        m.mcnemar.map_or("-".into(), |t| {
+                            format!("{} (b={}, c={})", show_p(t.p), t.b, t.c)
+                        }),
+                        m.verdict.clone(),
+                    ]
+                })
+                .collect();
+            table(
+                &mut o,
+                &[
+                    "metric",
+                    "n",
+                    "a",
+                    "b",
+                    "b − a",
+                    "95% CI",
+                    "McNemar p",
+                    "verdict",
+                ],
+                &rows,
+            );
+        }
+    }
+    if !s.spread.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Repeats: per-question spread</h2><p>{} runs per question. Over questions with at least two repeats: questions whose must_contain outcome differs between repeats, and the mean per-question standard deviation (and latency range) across repeats.</p>",
+            s.repeats
+        );
+        let rows: Vec<Vec<String>> = s
+            .spread
+            .iter()
+            .map(|(v, sp)| {
+                vec![
+                    v.clone(),
+                    sp.questions.to_string(),
+                    format!(
+                        "{} of {}",
+                        sp.must_contain_unstable, sp.must_contain_questions
+                    ),
+                    sp.must_contain_sd
+                        .map_or("n/a".into(), |x| format!("{x:.3}")),
+                    sp.f1_sd.map_or("n/a".into(), |x| format!("{x:.3}")),
+                    sp.latency_sd_ms.map_or("n/a".into(), |x| format!("{x:.1}")),
+                    sp.latency_range_ms
+                        .map_or("n/a".into(), |x| format!("{x:.1}")),
+                ]
+            })
+            .collect();
+        table(
+            &mut o,
+            &[
+                "arm",
+                "questions",
+                "must_contain unstable",
+                "sd must_contain",
+                "sd f1",
+                "sd latency ms",
+                "latency range ms",
+            ],
+            &rows,
         );
     }
     if !s.gates.is_empty() {
@@ -268,44 +360,6 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         }
     }
     table(&mut o, &head, &rk);
-    if !s.comparisons.is_empty() {
-        o.push_str(&format!("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05; “insufficient data” below {} paired questions.</p>", super::stats::MIN_PAIRED));
-        for c in &s.comparisons {
-            let _ = write!(o, "<h3>{} (b) vs {} (a)</h3>", esc(&c.b), esc(&c.a));
-            let rows: Vec<Vec<String>> = c
-                .metrics
-                .iter()
-                .map(|m| {
-                    vec![
-                        m.metric.clone(),
-                        m.n.to_string(),
-                        show(&m.metric, m.mean_a),
-                        show(&m.metric, m.mean_b),
-                        show_diff(&m.metric, m.diff),
-                        show_ci(&m.metric, m.ci),
-                        m.mcnemar.map_or("-".into(), |t| {
-                            format!("{} (b={}, c={})", show_p(t.p), t.b, t.c)
-                        }),
-                        m.verdict.clone(),
-                    ]
-                })
-                .collect();
-            table(
-                &mut o,
-                &[
-                    "metric",
-                    "n",
-                    "a",
-                    "b",
-                    "b − a",
-                    "95% CI",
-                    "McNemar p",
-                    "verdict",
-                ],
-                &rows,
-            );
-        }
-    }
     if !s.dataset_errors.is_empty() {
         o.push_str("<h2>Dataset lines skipped</h2>");
         let rows: Vec<Vec<String>> = s
@@ -322,7 +376,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             .map(|r| {
                 vec![
                     r.variant.clone(),
-                    r.id.clone(),
+                    super::report_md::shown_id(r),
                     r.error.clone().unwrap_or_default(),
                 ]
             })
@@ -333,7 +387,9 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     // By question, then variants in evaluation order (not by name).
     let order = |v: &str| s.variants.iter().position(|x| x == v).unwrap_or(usize::MAX);
     let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| (&a.id, order(&a.variant)).cmp(&(&b.id, order(&b.variant))));
+    sorted.sort_by(|a, b| {
+        (&a.id, order(&a.variant), a.repeat).cmp(&(&b.id, order(&b.variant), b.repeat))
+    });
     o.push_str("<div class=\"wrap\"><table><thead><tr><th>id</th><th>variant</th><th>kind</th><th>status</th><th>iter.</th><th>must_contain</th><th>F1</th><th>recall per pass</th><th>ms</th><th>answer / error</th></tr></thead><tbody>");
     for r in sorted {
         let recall: Vec<String> = r
@@ -350,7 +406,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         let _ = write!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{:.1}</td><td class=\"t\">{}</td></tr>",
-            esc(&r.id),
+            esc(&super::report_md::shown_id(r)),
             esc(&r.variant),
             esc(&r.kind),
             esc(r.status.as_str()),

@@ -115,19 +115,94 @@ fn md_code(text: &str) -> String {
     }
 }
 
-/// Renders report.md.
+/// A cost-table cell for people: `n/a`, or the value (shares as percentages)
+/// followed by its CI (`41.2% [30.0, 52.5]`, `3.60 [3.40, 3.80]`).
+pub(super) fn cost_cell(format: super::table::Format, c: &super::table::Cell) -> String {
+    let Some(v) = c.value.filter(|v| v.is_finite()) else {
+        return "n/a".into();
+    };
+    let share = matches!(format, super::table::Format::Metric(m) if is_share(m));
+    let d = match format {
+        super::table::Format::Decimals(d) => d,
+        super::table::Format::Metric(m) => match scale(m) {
+            Scale::Number(d) => d,
+            Scale::Share | Scale::ShareDiff => 1,
+        },
+    };
+    let (k, unit) = if share { (100.0, "%") } else { (1.0, "") };
+    let value = format!("{:.d$}{unit}", k * v);
+    match c.ci {
+        None => value,
+        Some([lo, hi]) => format!("{value} [{:.d$}, {:.d$}]", k * lo, k * hi),
+    }
+}
+
+/// The header cells: `arm`, `n`, then [`super::table::COLUMNS`].
+pub(super) fn cost_header() -> Vec<String> {
+    ["arm", "n"]
+        .into_iter()
+        .chain(super::table::COLUMNS.iter().map(|(h, _, _)| *h))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The table's rows as text cells (see [`show`]), in arm order.
+pub(super) fn cost_rows(rows: &[super::table::CostRow]) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|r| {
+            let mut out = vec![r.arm.clone(), r.questions.to_string()];
+            out.extend(
+                super::table::COLUMNS
+                    .iter()
+                    .map(|(_, m, get)| cost_cell(*m, &get(r))),
+            );
+            out
+        })
+        .collect()
+}
+
+/// One sentence under the table: what the columns are.
+pub(super) fn cost_legend(hard_kinds: &[String]) -> String {
+    format!(
+        "Per question; mean with bootstrap 95% CI in brackets (percentage points for shares); n/a: the metric is not computed or applies to no question. recall (hard): recall_final on the hard subset (`hard: true` items, else kinds {}).",
+        if hard_kinds.is_empty() {
+            "none".to_string()
+        } else {
+            hard_kinds.join(", ")
+        }
+    )
+}
+
+/// A row's question id, with its repeat index after the first repeat
+/// (`q3 (repeat 2)`).
+pub(super) fn shown_id(r: &Row) -> String {
+    if r.repeat == 0 {
+        r.id.clone()
+    } else {
+        format!("{} (repeat {})", r.id, r.repeat)
+    }
+}
+
+/// Renders report.md: the header, seed 004's cost-and-quality table per arm
+/// ([`super::table`]), the paired comparisons, the spread across repeats (with
+/// `--repeats`), then the detail tables.
 pub fn render(s: &Summary, rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# ragloop eval: {}\n", s.spec);
     let _ = writeln!(
         out,
-        "Dataset `{}`: {} question(s){}; variants: {}.\n",
+        "Dataset `{}`: {} question(s){}; {}: {}.\n",
         s.dataset,
         s.questions,
         if s.dataset_errors.is_empty() {
             String::new()
         } else {
             format!(", {} bad line(s) skipped", s.dataset_errors.len())
+        },
+        if s.arms.is_empty() {
+            "variants"
+        } else {
+            "arms"
         },
         s.variants.join(", ")
     );
@@ -143,6 +218,108 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         let _ = writeln!(
             out,
             "> **Partial results:** {missing} (variant, question) pair(s) have no row; rerun with --resume to run them.\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "## Cost and quality per arm{}\n",
+        if s.repeats > 1 {
+            format!(" ({} repeats per question)", s.repeats)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(out, "{}\n", cost_legend(&s.hard_kinds));
+    table(&mut out, &cost_header(), &cost_rows(&s.table));
+    if !s.comparisons.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05; `insufficient data` below {} paired questions.\n",
+            super::stats::RESAMPLES,
+            super::stats::MIN_PAIRED
+        );
+        for c in &s.comparisons {
+            let _ = writeln!(out, "### {} (b) vs {} (a)\n", c.b, c.a);
+            let rows: Vec<Vec<String>> = c
+                .metrics
+                .iter()
+                .map(|m| {
+                    vec![
+                        m.metric.clone(),
+                        m.n.to_string(),
+                        show(&m.metric, m.mean_a),
+                        show(&m.metric, m.mean_b),
+                        show_diff(&m.metric, m.diff),
+                        show_ci(&m.metric, m.ci),
+                        m.mcnemar.map_or("-".into(), |t| {
+                            format!(
+                                "{} (b={}, c={}{})",
+                                show_p(t.p),
+                                t.b,
+                                t.c,
+                                if t.exact { ", exact" } else { "" }
+                            )
+                        }),
+                        m.verdict.clone(),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &[
+                    "metric",
+                    "n",
+                    "a",
+                    "b",
+                    "b − a",
+                    "95% CI",
+                    "McNemar p",
+                    "verdict",
+                ]
+                .map(String::from),
+                &rows,
+            );
+        }
+    }
+    if !s.spread.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Repeats: per-question spread ({} runs per question)\n\nOver questions with at least two repeats: questions whose must_contain outcome differs between repeats, and the mean per-question standard deviation (and latency range) across repeats.\n",
+            s.repeats
+        );
+        let rows: Vec<Vec<String>> = s
+            .spread
+            .iter()
+            .map(|(v, sp)| {
+                vec![
+                    v.clone(),
+                    sp.questions.to_string(),
+                    format!(
+                        "{} of {}",
+                        sp.must_contain_unstable, sp.must_contain_questions
+                    ),
+                    sp.must_contain_sd
+                        .map_or("n/a".into(), |x| format!("{x:.3}")),
+                    sp.f1_sd.map_or("n/a".into(), |x| format!("{x:.3}")),
+                    sp.latency_sd_ms.map_or("n/a".into(), |x| format!("{x:.1}")),
+                    sp.latency_range_ms
+                        .map_or("n/a".into(), |x| format!("{x:.1}")),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &[
+                "arm",
+                "questions",
+                "must_contain unstable",
+                "sd must_contain",
+                "sd f1",
+                "sd latency ms",
+                "latency range ms",
+            ]
+            .map(String::from),
+            &rows,
         );
     }
     let _ = writeln!(out, "## Answer and retrieval quality\n");
@@ -235,56 +412,6 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .collect();
     table(&mut out, &head, &hist_rows);
 
-    if !s.comparisons.is_empty() {
-        let _ = writeln!(
-            out,
-            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05; `insufficient data` below {} paired questions.\n",
-            super::stats::RESAMPLES,
-            super::stats::MIN_PAIRED
-        );
-        for c in &s.comparisons {
-            let _ = writeln!(out, "### {} (b) vs {} (a)\n", c.b, c.a);
-            let rows: Vec<Vec<String>> = c
-                .metrics
-                .iter()
-                .map(|m| {
-                    vec![
-                        m.metric.clone(),
-                        m.n.to_string(),
-                        show(&m.metric, m.mean_a),
-                        show(&m.metric, m.mean_b),
-                        show_diff(&m.metric, m.diff),
-                        show_ci(&m.metric, m.ci),
-                        m.mcnemar.map_or("-".into(), |t| {
-                            format!(
-                                "{} (b={}, c={}{})",
-                                show_p(t.p),
-                                t.b,
-                                t.c,
-                                if t.exact { ", exact" } else { "" }
-                            )
-                        }),
-                        m.verdict.clone(),
-                    ]
-                })
-                .collect();
-            table(
-                &mut out,
-                &[
-                    "metric",
-                    "n",
-                    "a",
-                    "b",
-                    "b − a",
-                    "95% CI",
-                    "McNemar p",
-                    "verdict",
-                ]
-                .map(String::from),
-                &rows,
-            );
-        }
-    }
     let failed: Vec<&Row> = rows
         .iter()
         .filter(|r| r.status == crate::runtime::Status::Failed)
@@ -296,7 +423,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             .map(|r| {
                 vec![
                     r.variant.clone(),
-                    r.id.clone(),
+                    shown_id(r),
                     r.error.clone().unwrap_or_default(),
                 ]
             })

@@ -1,9 +1,10 @@
 //! Running every (variant, question) pair: programs and resources opened once per
 //! variant, pairs run concurrently on the tokio runtime, each finished pair turned
 //! into a [`Row`] and handed to one writer.
+use super::arms::Arm;
 use super::dataset::Item;
 use super::metrics::row_metrics;
-use super::store::{Row, StoreError, Usage, Writer};
+use super::store::{PairKey, Row, StoreError, Usage, Writer};
 use crate::compile::{compile, CompileOptions, CompiledSpec, LoadError, SpecOverrides};
 use crate::retries::RetryEvent;
 use crate::runtime::{
@@ -15,13 +16,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The name of the unmodified spec among the variants.
-pub const BASE: &str = "base";
+pub use super::arms::{spec_variants, BASE};
 
-/// One variant ready to run.
+/// One arm (a variant of a spec), for one repeat, ready to run.
 pub struct Prepared {
-    /// `base` or the variant name.
+    /// The arm's name: `base` or the variant name (several specs: `STEM` or
+    /// `STEM:VARIANT`, see [`super::arms`]).
     pub name: String,
+    /// The repeat index (0 for the first; see [`ResourceOptions::repeat`]).
+    pub repeat: u32,
     /// The compiled program.
     pub program: Arc<Program>,
     /// Its resources.
@@ -99,13 +102,6 @@ pub fn compile_spec(spec: &Path) -> Result<CompiledSpec, LoadError> {
     })
 }
 
-/// The variant names a compiled spec defines, `base` first.
-pub fn spec_variants(compiled: &CompiledSpec) -> Vec<String> {
-    std::iter::once(BASE.to_string())
-        .chain(compiled.variant_names().map(str::to_string))
-        .collect()
-}
-
 /// Resolves `--variants`: `None` is `base` followed by every variant of the spec;
 /// otherwise the listed names in order (`base` only when listed).
 ///
@@ -169,12 +165,7 @@ pub fn load(
     variants: &[String],
     opts: &PrepareOptions,
 ) -> Result<Vec<(String, Arc<Program>)>, LoadError> {
-    let changes = SpecOverrides {
-        set: opts.overrides.clone(),
-        models: opts.models.clone(),
-        timeout_secs: opts.timeout_secs,
-        retries: opts.retries,
-    };
+    let changes = changes(opts);
     let programs = variants
         .iter()
         .map(|name| {
@@ -184,12 +175,53 @@ pub fn load(
                 .map(|p| (name.clone(), p))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    check_keys(&programs, opts)?;
+    Ok(programs)
+}
+
+/// [`load`] over several specs: compiles each arm's variant of its spec (`specs`
+/// indexed by [`Arm::spec`]) and checks every model's API key.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_arms(
+    specs: &mut [CompiledSpec],
+    arms: &[Arm],
+    opts: &PrepareOptions,
+) -> Result<Vec<(String, Arc<Program>)>, LoadError> {
+    let changes = changes(opts);
+    let mut programs = Vec::with_capacity(arms.len());
+    for a in arms {
+        let Some(c) = specs.get_mut(a.spec) else {
+            return Err(LoadError::Usage(format!("arm `{}`: no such spec", a.name)));
+        };
+        programs.push((
+            a.name.clone(),
+            c.program_with(a.variant.as_deref(), &changes)?,
+        ));
+    }
+    check_keys(&programs, opts)?;
+    Ok(programs)
+}
+
+fn changes(opts: &PrepareOptions) -> SpecOverrides {
+    SpecOverrides {
+        set: opts.overrides.clone(),
+        models: opts.models.clone(),
+        timeout_secs: opts.timeout_secs,
+        retries: opts.retries,
+    }
+}
+
+/// Every model of every program has its API key (none needed with a replayed
+/// cassette), else a usage error listing each missing one once.
+fn check_keys(programs: &[(String, Arc<Program>)], opts: &PrepareOptions) -> Result<(), LoadError> {
     let mut missing: Vec<String> = Vec::new();
     // With a replayed cassette every model answers from it: no key is needed.
     // Web-search and embedding keys are needed even when replaying (the cassette
     // holds LLM exchanges only).
     let check_keys = opts.calls.replay.is_none();
-    for (_, p) in &programs {
+    for (_, p) in programs {
         let spec = &p.spec;
         let scope = crate::providers::keys::KeyScope {
             replaying: !check_keys,
@@ -205,7 +237,7 @@ pub fn load(
     if !missing.is_empty() {
         return Err(LoadError::Usage(missing.join("\n")));
     }
-    Ok(programs)
+    Ok(())
 }
 
 /// Opens the resources of loaded variants with the layers of `opts`.
@@ -216,9 +248,24 @@ pub fn open(
     programs: Vec<(String, Arc<Program>)>,
     opts: &PrepareOptions,
 ) -> Result<Vec<Prepared>, LoadError> {
-    programs
-        .into_iter()
-        .map(|(name, program)| {
+    open_repeats(programs, opts, 1)
+}
+
+/// [`open`] for `--repeats N`: each program's resources are opened once per repeat
+/// (repeat `r` ≥ 1 with [`ResourceOptions::repeat`] = `r`, so its calls have their own
+/// cache and cassette keys; repeat 0 exactly as [`open`]). Arm-major: every repeat
+/// of the first arm, then of the next.
+///
+/// # Errors
+/// [`LoadError::Resources`] naming the variant and the resource at fault.
+pub fn open_repeats(
+    programs: Vec<(String, Arc<Program>)>,
+    opts: &PrepareOptions,
+    repeats: u32,
+) -> Result<Vec<Prepared>, LoadError> {
+    let mut out = Vec::new();
+    for (name, program) in programs {
+        for repeat in 0..repeats.max(1) {
             let res = Resources::prepare(
                 &program,
                 ResourceOptions {
@@ -227,6 +274,7 @@ pub fn open(
                     cache: opts.calls.cache.clone(),
                     record: opts.calls.record.clone(),
                     replay: opts.calls.replay.clone(),
+                    repeat: (repeat > 0).then_some(repeat),
                     ..ResourceOptions::default()
                 },
             )
@@ -234,13 +282,15 @@ pub fn open(
                 variant: name.clone(),
                 error,
             })?;
-            Ok(Prepared {
-                name,
-                program,
+            out.push(Prepared {
+                name: name.clone(),
+                repeat,
+                program: Arc::clone(&program),
                 resources: Arc::new(res),
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Collects, for each successful execution of a `retrieve` node, the sources of the
@@ -283,6 +333,7 @@ pub fn make_row(
     let mut row = Row {
         variant: variant.to_string(),
         id: item.id.clone(),
+        repeat: 0,
         kind: item.kind.clone(),
         status: r.status,
         answer: r.answer.clone(),
@@ -291,6 +342,7 @@ pub fn make_row(
         iterations: r.iterations,
         steps: r.steps,
         retrieved,
+        retrieval: true,
         usage: Usage::from(&r.usage),
         latency_ms,
         error: r.error.clone(),
@@ -311,9 +363,14 @@ async fn run_observed(
     on_retry: Option<OnRetry>,
     cancel: &CancellationToken,
 ) -> Row {
+    let shown_id = if p.repeat == 0 {
+        item.id.clone()
+    } else {
+        format!("{} (repeat {})", item.id, p.repeat)
+    };
     let mut cap = Capture {
         passes: Vec::new(),
-        on_retry: on_retry.map(|f| (f, p.name.clone(), item.id.clone())),
+        on_retry: on_retry.map(|f| (f, p.name.clone(), shown_id)),
     };
     let input = RunInput {
         question: Some(item.question.clone()),
@@ -322,7 +379,16 @@ async fn run_observed(
     let started = Instant::now();
     let result = run_until(&p.program, &p.resources, &input, &mut cap, cancel).await;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    make_row(&p.name, item, &result, cap.passes, ms)
+    let mut row = make_row(&p.name, item, &result, cap.passes, ms);
+    row.repeat = p.repeat;
+    row.retrieval = retrieves(&p.program);
+    row
+}
+
+/// Whether a program has a `retrieve` node (else its rows have no retrieval
+/// metric, [`Row::retrieval`]).
+fn retrieves(p: &Program) -> bool {
+    p.spec.nodes.values().any(|n| n.kind() == "retrieve")
 }
 
 /// What [`execute`] ran.
@@ -336,8 +402,8 @@ pub struct Executed {
     pub not_started: usize,
 }
 
-/// Runs every pair not in `done` (variant-major order: all questions of the first
-/// variant are started first), at most `concurrency` at a time, appending each row to
+/// Runs every (arm, question, repeat) not in `done` (in `variants` order: all
+/// questions of the first prepared arm and repeat are started first), at most `concurrency` at a time, appending each row to
 /// `writer` as it finishes and calling `on_row` after it is written. `on_retry` sees
 /// every retry of every run as it happens.
 ///
@@ -355,7 +421,7 @@ pub struct Executed {
 pub async fn execute(
     variants: &[Prepared],
     items: &[Item],
-    done: &HashSet<(String, String)>,
+    done: &HashSet<PairKey>,
     concurrency: usize,
     writer: &mut Writer,
     cancel: &CancellationToken,
@@ -366,7 +432,7 @@ pub async fn execute(
     let mut queue = Vec::new();
     for (vi, v) in variants.iter().enumerate() {
         for it in &items {
-            if !done.contains(&(v.name.clone(), it.id.clone())) {
+            if !done.contains(&(v.name.clone(), it.id.clone(), v.repeat)) {
                 queue.push((vi, Arc::clone(it)));
             }
         }
@@ -376,6 +442,7 @@ pub async fn execute(
         .map(|v| {
             Arc::new(Prepared {
                 name: v.name.clone(),
+                repeat: v.repeat,
                 program: Arc::clone(&v.program),
                 resources: Arc::clone(&v.resources),
             })
@@ -414,7 +481,10 @@ pub async fn execute(
                 if e.is_cancelled() {
                     r.error = Some("the run was cancelled".into());
                 }
-                make_row(&variants[vi].name, &item, &r, Vec::new(), 0.0)
+                let mut row = make_row(&variants[vi].name, &item, &r, Vec::new(), 0.0);
+                row.repeat = variants[vi].repeat;
+                row.retrieval = retrieves(&variants[vi].program);
+                row
             }
         };
         if row.status == crate::runtime::Status::Interrupted {

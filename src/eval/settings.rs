@@ -10,6 +10,8 @@
 //! | `timeout_secs` | number or null | `--timeout` |
 //! | `retries` | integer or null | `--retries` |
 //! | `corpus` | string or null | `--corpus`, as given |
+//! | `specs` | [{`path`, `fingerprint`}] | with several specs only: each spec as given and the blake3 of its files (the spec, then the prompts and schemas it reads) |
+//! | `repeats` | integer | `--repeats`, only when above 1 |
 //!
 //! `--resume` reads it back and refuses (a usage error) when any field differs,
 //! naming each field with its old and new value. A directory without settings.json
@@ -39,6 +41,36 @@ pub struct Settings {
     /// `--corpus`, as given on the command line.
     #[serde(default)]
     pub corpus: Option<String>,
+    /// The specs of an eval over several specs, in order (empty for one spec: its
+    /// settings.json is as it always was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub specs: Vec<SpecPrint>,
+    /// `--repeats N` when N > 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
+}
+
+/// A spec of an eval over several specs, as settings.json records it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpecPrint {
+    /// The path as given on the command line.
+    pub path: String,
+    /// blake3 (hex) of the spec's files' contents, in the order the spec reads them
+    /// (see [`fingerprint`]).
+    pub fingerprint: String,
+}
+
+/// blake3 of the contents of `files` (each prefixed with its length, so moving
+/// bytes between files changes it), as 64 hex digits; a file that cannot be read
+/// counts as its error message.
+pub fn fingerprint(files: &[std::path::PathBuf]) -> String {
+    let mut h = blake3::Hasher::new();
+    for f in files {
+        let bytes = std::fs::read(f).unwrap_or_else(|e| format!("unreadable: {e}").into_bytes());
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    h.finalize().to_hex().to_string()
 }
 
 fn show<T: Serialize>(v: &T) -> String {
@@ -69,6 +101,31 @@ impl Settings {
         );
         cmp("--retries", show(&self.retries), show(&new.retries));
         cmp("--corpus", show(&self.corpus), show(&new.corpus));
+        let paths = |s: &Settings| show(&s.specs.iter().map(|p| &p.path).collect::<Vec<_>>());
+        if paths(self) != paths(new) {
+            cmp("specs", paths(self), paths(new));
+        } else {
+            for (a, b) in self.specs.iter().zip(&new.specs) {
+                if a.fingerprint != b.fingerprint {
+                    out.push(format!(
+                        "spec {}: its files changed (fingerprint {} before vs {} now)",
+                        a.path,
+                        &a.fingerprint[..a.fingerprint.len().min(12)],
+                        &b.fingerprint[..b.fingerprint.len().min(12)]
+                    ));
+                }
+            }
+        }
+        let mut cmp = |flag: &str, old: String, new: String| {
+            if old != new {
+                out.push(format!("{flag}: {old} (before) vs {new} (now)"));
+            }
+        };
+        cmp(
+            "--repeats",
+            show(&self.repeats.unwrap_or(1)),
+            show(&new.repeats.unwrap_or(1)),
+        );
         out
     }
 
@@ -86,6 +143,9 @@ impl Settings {
         }
         if let Some(c) = &self.corpus {
             parts.push(format!("--corpus {c}"));
+        }
+        if let Some(r) = self.repeats {
+            parts.push(format!("--repeats {r}"));
         }
         if parts.is_empty() {
             "none".into()

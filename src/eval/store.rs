@@ -5,8 +5,9 @@
 //!
 //! | key | type | meaning |
 //! | --- | --- | --- |
-//! | `variant` | string | `base` or a variant name of the spec |
+//! | `variant` | string | the arm: `base` or a variant name of the spec; with several specs `STEM` or `STEM:VARIANT` |
 //! | `id` | string | question id |
+//! | `repeat` | integer | the repeat index, 1 to N−1, of `--repeats N`; absent for the first repeat (and without `--repeats`) |
 //! | `kind` | string | question kind |
 //! | `status` | string | generated, exhausted, fallback, limit, failed |
 //! | `answer` | string or null | the answer |
@@ -14,6 +15,7 @@
 //! | `path` | [string] | nodes executed, in order |
 //! | `iterations` | integer | passes through the entry node |
 //! | `steps` | integer | node executions |
+//! | `retrieval` | bool | `false` when the arm's spec has no `retrieve` node (its recall and precision are n/a); absent otherwise |
 //! | `retrieved` | [[string]] | per retrieval pass (iteration), the `metadata.source` (else id) of each document returned, in rank order |
 //! | `usage` | object | `calls`, `input_tokens`, `output_tokens`, `cost_usd` |
 //! | `latency_ms` | number | wall time of the run |
@@ -168,6 +170,9 @@ pub struct Row {
     pub variant: String,
     /// Question id.
     pub id: String,
+    /// Repeat index (0 for the first repeat, not written; see the module docs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeat: u32,
     /// Question kind.
     pub kind: String,
     /// Terminal status.
@@ -189,6 +194,10 @@ pub struct Row {
     /// Per retrieval pass, the documents' sources in rank order.
     #[serde(default)]
     pub retrieved: Vec<Vec<String>>,
+    /// Whether the arm's spec has a `retrieve` node (written only when it has none:
+    /// its retrieval metrics are then n/a, not 0).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub retrieval: bool,
     /// LLM usage.
     #[serde(default)]
     pub usage: Usage,
@@ -202,10 +211,34 @@ pub struct Row {
     pub metrics: RowMetrics,
 }
 
+fn yes() -> bool {
+    true
+}
+
+// serde's skip_serializing_if takes a reference.
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+// serde's skip_serializing_if takes a reference.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Row {
+    /// The pair (arm, question, repeat) this row is the result of.
+    pub fn key(&self) -> PairKey {
+        (self.variant.clone(), self.id.clone(), self.repeat)
+    }
+}
+
+/// One run of an eval: (arm, question id, repeat index).
+pub type PairKey = (String, String, u32);
+
 /// Rows read back from an existing results.jsonl.
 #[derive(Debug, Default)]
 pub struct Existing {
-    /// Complete rows, first occurrence of each (variant, id) pair, file order.
+    /// Complete rows, first occurrence of each (variant, id, repeat), file order.
     pub rows: Vec<Row>,
     /// A torn last line was dropped (its length in bytes).
     pub torn_bytes: Option<usize>,
@@ -294,7 +327,7 @@ pub fn read_for_resume(path: &Path) -> Result<Existing, StoreError> {
             });
         match parsed {
             Ok(Some(row)) => {
-                if seen.insert((row.variant.clone(), row.id.clone())) {
+                if seen.insert(row.key()) {
                     out.rows.push(row);
                 } else {
                     out.duplicates += 1;
@@ -449,6 +482,7 @@ mod tests {
         Row {
             variant: "base".into(),
             id: id.into(),
+            repeat: 0,
             kind: "direct".into(),
             status: Status::Generated,
             answer: Some("a".into()),
@@ -457,6 +491,7 @@ mod tests {
             iterations: 1,
             steps: 1,
             retrieved: vec![],
+            retrieval: true,
             usage: Usage::default(),
             latency_ms: 1.0,
             error: None,

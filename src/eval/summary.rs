@@ -123,17 +123,16 @@ pub fn gate_metric_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Rows paired with their items.
-pub type Pairs<'a> = [(&'a Row, &'a Item)];
+pub use super::questions::{by_question, question_values, Pairs};
 
-/// Aggregates rows; `with_ci` adds bootstrap CIs to the metrics.
+/// Aggregates rows; `with_ci` adds bootstrap CIs to the metrics. A metric's value,
+/// `n` and CI are over questions (each question's repeats averaged first, see
+/// [`question_values`]); statuses, latency, totals and histograms count runs.
 pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
     let mut metrics = IndexMap::new();
+    let grouped = by_question(rows);
     for d in METRICS {
-        let xs: Vec<f64> = rows
-            .iter()
-            .filter_map(|(r, it)| (d.value)(r, Question::of(it)))
-            .collect();
+        let xs: Vec<f64> = question_values(d, &grouped);
         metrics.insert(
             d.name.to_string(),
             MetricValue {
@@ -249,12 +248,21 @@ fn verdict(d: &MetricDef, significant: bool, diff: f64) -> String {
 }
 
 /// Compares `b` with `a` question by question (questions with a row under both).
+/// With repeats, each side's value of a question is the mean over its repeats, and a
+/// binary metric whose per-question values are not all 0 or 1 is compared by the
+/// bootstrap CI like a mean (McNemar's test needs one outcome per question).
 pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comparison {
-    let by_id: HashMap<&str, &Row> = rows_b.iter().map(|(r, _)| (r.id.as_str(), *r)).collect();
-    let paired: Vec<(&Row, &Row, &Item)> = rows_a
+    let ga = by_question(rows_a);
+    let gb = by_question(rows_b);
+    let by_id: HashMap<&str, &Vec<&Row>> = gb.iter().map(|(it, rs)| (it.id.as_str(), rs)).collect();
+    let paired: Vec<(&Vec<&Row>, &Vec<&Row>, &Item)> = ga
         .iter()
-        .filter_map(|(ra, it)| by_id.get(ra.id.as_str()).map(|rb| (*ra, *rb, *it)))
+        .filter_map(|(it, ra)| by_id.get(it.id.as_str()).map(|rb| (ra, *rb, *it)))
         .collect();
+    let side = |d: &MetricDef, rs: &[&Row], q: Question| {
+        let xs: Vec<f64> = rs.iter().filter_map(|r| (d.value)(r, q)).collect();
+        mean(&xs)
+    };
     let metrics = METRICS
         .iter()
         .map(|d| {
@@ -262,16 +270,17 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
             let mut xb = Vec::new();
             for (ra, rb, it) in &paired {
                 let q = Question::of(it);
-                if let (Some(va), Some(vb)) = ((d.value)(ra, q), (d.value)(rb, q)) {
+                if let (Some(va), Some(vb)) = (side(d, ra, q), side(d, rb, q)) {
                     xa.push(va);
                     xb.push(vb);
                 }
             }
+            let outcomes = xa.iter().chain(&xb).all(|x| *x == 0.0 || *x == 1.0);
             let diffs: Vec<f64> = xa.iter().zip(&xb).map(|(x, y)| y - x).collect();
             let ci = bootstrap_ci(&diffs, SEED);
             let diff = mean(&diffs);
             let (test, significant) = match d.kind {
-                Kind::Binary => {
+                Kind::Binary if outcomes => {
                     let bb = xa
                         .iter()
                         .zip(&xb)
@@ -285,7 +294,9 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                     let t = mcnemar(bb as u64, cc as u64);
                     (Some(t), t.p < ALPHA)
                 }
-                Kind::Mean => (None, ci.is_some_and(|[lo, hi]| lo > 0.0 || hi < 0.0)),
+                Kind::Binary | Kind::Mean => {
+                    (None, ci.is_some_and(|[lo, hi]| lo > 0.0 || hi < 0.0))
+                }
             };
             MetricComparison {
                 metric: d.name.to_string(),
@@ -364,6 +375,59 @@ pub struct Summary {
     /// caller's cancellation token).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<Interruption>,
+    /// With several specs: each arm's spec and variant, in arm order (empty, and not
+    /// written, with one spec).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<ArmInfo>,
+    /// `--repeats` (not written when 1).
+    #[serde(skip_serializing_if = "is_one")]
+    pub repeats: u32,
+    /// The question kinds of the hard subset (`--hard`; items' `hard` field decides
+    /// first).
+    pub hard_kinds: Vec<String>,
+    /// Seed 004's cost-analysis table, one row per arm ([`super::table`]).
+    pub table: Vec<super::table::CostRow>,
+    /// Per arm, how much a question's outcome varies across repeats (only with
+    /// `--repeats` above 1; [`super::spread`]).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub spread: IndexMap<String, super::spread::Spread>,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// One arm of an eval over several specs.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ArmInfo {
+    /// The arm's name (`STEM` or `STEM:VARIANT`).
+    pub name: String,
+    /// Its spec, as given.
+    pub spec: String,
+    /// Its variant (`base`: the spec without a variant).
+    pub variant: String,
+}
+
+/// How [`summarize_with`] reads the rows.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--repeats`: rows with a repeat index at or above it are ignored, and a
+    /// (variant, question) pair is complete with this many rows.
+    pub repeats: u32,
+    /// The kinds of the hard subset.
+    pub hard_kinds: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            repeats: 1,
+            hard_kinds: super::DEFAULT_HARD
+                .iter()
+                .map(|k| (*k).to_string())
+                .collect(),
+        }
+    }
 }
 
 /// What an interrupted eval ran.
@@ -404,6 +468,29 @@ pub fn summarize(
     variants: &[String],
     rows: &[Row],
 ) -> Summary {
+    summarize_with(
+        spec,
+        dataset,
+        items,
+        dataset_errors,
+        variants,
+        rows,
+        &Options::default(),
+    )
+}
+
+/// [`summarize`] with repeats (one row per (variant, question, repeat) is kept)
+/// and a hard subset.
+pub fn summarize_with(
+    spec: &str,
+    dataset: &str,
+    items: &[Item],
+    dataset_errors: &[LineError],
+    variants: &[String],
+    rows: &[Row],
+    opts: &Options,
+) -> Summary {
+    let repeats = opts.repeats.max(1);
     let by_id: HashMap<&str, (usize, &Item)> = items
         .iter()
         .enumerate()
@@ -422,9 +509,12 @@ pub fn summarize(
         let Some(vi) = variants.iter().position(|v| *v == r.variant) else {
             continue;
         };
+        if r.repeat >= repeats {
+            continue;
+        }
         if let Some((i, it)) = by_id.get(r.id.as_str()) {
-            // One row per (variant, question): a later duplicate is ignored.
-            if seen.insert((vi, *i)) {
+            // One row per (variant, question, repeat): a later duplicate is ignored.
+            if seen.insert((vi, *i, r.repeat)) {
                 per_variant[vi].push((*i, r, it));
             }
         }
@@ -433,7 +523,7 @@ pub fn summarize(
     let mut pairs_of: Vec<Vec<(&Row, &Item)>> = Vec::new();
     for (vi, v) in variants.iter().enumerate() {
         let mut list = std::mem::take(&mut per_variant[vi]);
-        list.sort_by_key(|(i, _, _)| *i);
+        list.sort_by_key(|(i, r, _)| (*i, r.repeat));
         let pairs: Vec<(&Row, &Item)> = list.iter().map(|(_, r, it)| (*r, *it)).collect();
         let mut by_kind: IndexMap<String, Vec<(&Row, &Item)>> = IndexMap::new();
         for it in items {
@@ -446,7 +536,7 @@ pub fn summarize(
             v.clone(),
             VariantResults {
                 rows: pairs.len(),
-                missing: items.len().saturating_sub(pairs.len()),
+                missing: (items.len() * repeats as usize).saturating_sub(pairs.len()),
                 overall: aggregate(&pairs, true),
                 by_kind: by_kind
                     .into_iter()
@@ -468,7 +558,26 @@ pub fn summarize(
         }
     }
     let partial = results.values().any(|r: &VariantResults| r.missing > 0);
+    let table = variants
+        .iter()
+        .zip(&pairs_of)
+        .map(|(v, pairs)| super::table::cost_row(v, pairs, &opts.hard_kinds))
+        .collect();
+    let spread = if repeats > 1 {
+        variants
+            .iter()
+            .zip(&pairs_of)
+            .map(|(v, pairs)| (v.clone(), super::spread::spread(pairs)))
+            .collect()
+    } else {
+        IndexMap::new()
+    };
     Summary {
+        arms: Vec::new(),
+        repeats,
+        hard_kinds: opts.hard_kinds.clone(),
+        table,
+        spread,
         partial,
         interrupted: None,
         spec: spec.to_string(),
@@ -498,6 +607,7 @@ mod tests {
             must_contain: vec!["x".into()],
             sources: vec!["book/a.html".into()],
             kind: "direct".into(),
+            hard: None,
             line: i + 1,
         }
     }
@@ -506,6 +616,7 @@ mod tests {
         let mut r = Row {
             variant: variant.into(),
             id: it.id.clone(),
+            repeat: 0,
             kind: it.kind.clone(),
             status: Status::Generated,
             answer: Some(answer.into()),
@@ -514,6 +625,7 @@ mod tests {
             iterations,
             steps: 1,
             retrieved: vec![vec!["a.html".into()]],
+            retrieval: true,
             usage: Usage::default(),
             latency_ms: 1.0,
             error: None,
@@ -614,5 +726,57 @@ mod tests {
         // Gates read the same aggregates.
         let g = crate::eval::gates::parse_not_worse("v", &variants).unwrap();
         assert!(crate::eval::gates::check(&[g], &s)[0].passed);
+    }
+
+    #[test]
+    fn repeats_average_per_question_and_mixed_outcomes_skip_mcnemar() {
+        // 12 questions, 2 repeats each: base hits on both repeats, v on one of two.
+        let items: Vec<Item> = (0..12).map(item).collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            for rep in 0..2u32 {
+                let mut a = row("base", it, "x", 1);
+                a.repeat = rep;
+                rows.push(a);
+                let mut b = row("v", it, if rep == 0 { "x" } else { "no" }, 1);
+                b.repeat = rep;
+                b.latency_ms = f64::from(10 * (rep + 1));
+                rows.push(b);
+            }
+        }
+        // A repeat beyond --repeats is ignored.
+        let mut extra = row("v", &items[0], "x", 1);
+        extra.repeat = 2;
+        rows.push(extra);
+        let variants = vec!["base".to_string(), "v".to_string()];
+        let opts = Options {
+            repeats: 2,
+            ..Options::default()
+        };
+        let s = summarize_with("s", "d", &items, &[], &variants, &rows, &opts);
+        assert_eq!(s.results["v"].rows, 24);
+        assert_eq!(s.results["v"].missing, 0);
+        let mc = &s.results["v"].overall.metrics["must_contain"];
+        assert_eq!((mc.value, mc.n), (Some(0.5), 12));
+        let c = s.comparisons[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == "must_contain")
+            .unwrap();
+        assert_eq!(c.n, 12);
+        assert!(c.mcnemar.is_none(), "per-question rates are not outcomes");
+        assert_eq!(c.diff, Some(-0.5));
+        assert_eq!(c.verdict, "worse");
+        let sp = &s.spread["v"];
+        assert_eq!((sp.questions, sp.must_contain_unstable), (12, 12));
+        assert_eq!(sp.latency_range_ms, Some(10.0));
+        assert_eq!(sp.must_contain_sd, Some(0.5));
+        assert!(s.spread["base"].must_contain_unstable == 0);
+        assert_eq!(s.table[1].must_contain.value, Some(0.5));
+        // One repeat: the same figures as summarize.
+        let one: Vec<Row> = rows.iter().filter(|r| r.repeat == 0).cloned().collect();
+        let a = summarize("s", "d", &items, &[], &variants, &one);
+        assert!(a.spread.is_empty());
+        assert!(a.comparisons[0].metrics[0].mcnemar.is_some());
     }
 }

@@ -22,7 +22,9 @@
 //!   model), the base URL (the same model name on two servers is two models), the
 //!   temperature, `max_tokens`, the structured-output mode and **all** provider
 //!   `params`. It leaves out what does not change an answer: `api_key_env` (and never
-//!   the key itself), timeouts, retries, concurrency and rate limits, prices.
+//!   the key itself), timeouts, retries, concurrency and rate limits, prices. An eval
+//!   run with `--repeats N` adds `"repeat": r` for its repeats r = 1 to N−1 (absent
+//!   otherwise, so every other key is unchanged): each repeat has its own answers.
 //! - `messages` are the rendered prompts, in order, role and content. A repair turn
 //!   sends more messages, so it has its own key.
 //! - `schema` is the output schema the provider is asked to follow.
@@ -102,6 +104,11 @@ pub struct KeyConfig {
     /// Every provider parameter.
     #[serde(default)]
     pub params: Map<String, Value>,
+    /// The repeat index of an eval run with `--repeats N` (1 to N−1; absent for the
+    /// first repeat and outside such an eval, so those keys are unchanged): repeats
+    /// of one question get distinct keys, so the cache and cassettes hold each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 impl KeyConfig {
@@ -126,6 +133,7 @@ impl KeyConfig {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            repeat: None,
         }
     }
 

@@ -71,6 +71,10 @@ pub struct ResourceOptions {
     pub record: Option<Arc<CassetteWriter>>,
     /// Answer every model from this cassette (keys computed from the spec's models).
     pub replay: Option<Arc<Cassette>>,
+    /// The eval repeat these resources run ([`KeyConfig::repeat`]: part of every
+    /// request key of the cache, the recorder and the replay); `None` for a run
+    /// outside `--repeats` and for the first repeat.
+    pub repeat: Option<u32>,
 }
 
 /// Retrievers, tools and providers of a run.
@@ -157,7 +161,9 @@ impl Resources {
             if embed_only.contains(name.as_str()) && !opts.providers.contains_key(name) {
                 continue;
             }
-            let mut keys = KeyMaker::new(KeyConfig::from_model(m));
+            let mut config = KeyConfig::from_model(m);
+            config.repeat = opts.repeat;
+            let mut keys = KeyMaker::new(config);
             let mut local = true;
             let mut p = match (opts.providers.get(name), &opts.replay) {
                 (Some(p), _) => {
