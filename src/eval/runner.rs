@@ -185,9 +185,8 @@ pub fn load(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut missing: Vec<String> = Vec::new();
-    // With a replayed cassette every model answers from it: no key is needed.
-    // Web-search and embedding keys are needed even when replaying (the cassette
-    // holds LLM exchanges only).
+    // With a replayed cassette every model, chat and embedding, answers from it: no
+    // key is needed. Web-search keys are needed even when replaying.
     let check_keys = opts.calls.replay.is_none();
     for (_, p) in &programs {
         let spec = &p.spec;

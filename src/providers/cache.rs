@@ -337,6 +337,23 @@ pub fn canonical_bytes(v: &Value) -> Vec<u8> {
     out
 }
 
+/// The request key of an embedding call: blake3 of the canonical
+/// `{"config": {"base_url", "dimensions", "model"}, "input": [texts], "kind":
+/// "embeddings", "v": 1}` (see [`crate::retrieval::EmbedConfig`]: the model as the
+/// server knows it, its API root and the requested size; never the spec's name for
+/// the model, a key or a header). The `kind` field keeps it apart from every LLM
+/// key. The key of one text is the key of a one-text call, so a cassette answers a
+/// text whatever batch it was recorded in.
+pub fn embedding_key(config: &crate::retrieval::EmbedConfig, texts: &[String]) -> RequestKey {
+    let doc = serde_json::json!({
+        "config": config,
+        "input": texts,
+        "kind": "embeddings",
+        "v": KEY_VERSION,
+    });
+    RequestKey(blake3::hash(&canonical_bytes(&doc)))
+}
+
 /// Whether the response cache applies to a model: a provider kind registered as
 /// cacheable ([`super::KindDef::cache`]: `openai`, `anthropic`) whose requests carry `temperature` exactly 0 — the temperature
 /// actually sent, after the `params` merge ([`super::net::sent_temperature`]): a
@@ -475,7 +492,7 @@ impl ResponseCache {
         })
     }
 
-    fn warn_once(&self, msg: &str) {
+    pub(crate) fn warn_once(&self, msg: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             crate::errln!("ragloop: response cache write failed (the run goes on without caching new answers): {msg}");
         }

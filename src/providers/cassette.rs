@@ -45,9 +45,12 @@
 //! file handle: each line is written with a single `write_all` under a lock and
 //! flushed. [`RecordingProvider`] wraps a provider and records what it answers.
 //! [`Cassette::load`] reads a cassette into a hash map from key to the recorded answers.
+mod embedding;
 mod reader;
 
-pub use reader::{Cassette, CassetteError, Exchange};
+pub(crate) use embedding::EmbedLineOut;
+pub use embedding::{EmbedLine, EMBEDDINGS};
+pub use reader::{Cassette, CassetteError, Exchange, RecordedVector};
 
 use super::cache::{KeyConfig, KeyMaker};
 use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError, Usage};
@@ -189,7 +192,12 @@ impl CassetteWriter {
                     break;
                 }
                 keep += n as u64;
-                if let Ok(l) = serde_json::from_slice::<reader::LineIn>(&line) {
+                // LLM and embedding lines alike.
+                #[derive(Deserialize)]
+                struct Seq {
+                    seq: u64,
+                }
+                if let Ok(l) = serde_json::from_slice::<Seq>(&line) {
                     next = next.max(l.seq + 1);
                 }
             }
@@ -221,11 +229,11 @@ impl CassetteWriter {
         self.written.load(Ordering::Relaxed)
     }
 
-    fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn write_line(&self, line: &LineOut<'_>) -> Result<(), String> {
+    pub(crate) fn write_line(&self, line: &impl Serialize) -> Result<(), String> {
         let mut bytes = serde_json::to_vec(line).map_err(|e| e.to_string())?;
         bytes.push(b'\n');
         let mut f = self
