@@ -63,6 +63,12 @@
 //! the ragloop version, which the key does not hold (see docs/cassettes.md for the
 //! measured figures).
 //!
+//! Query embeddings of `dense`/`hybrid` retrievers are cached too, under
+//! [`embedding_key`] (model, base URL, dimensions and the exact text), by
+//! [`super::embeddings::CachedEmbeddings`]: an entry's `output` is the list of
+//! vectors, its `usage.input_tokens` the server's `prompt_tokens`. Corpus batches are
+//! not (their vectors are stored beside the index).
+//!
 //! A cache hit returns the stored usage (tokens and the cost of the original call)
 //! with [`LlmResponse::cached`] set; the runtime counts it like any answer and adds its
 //! cost to `saved_usd` as well (see [`crate::runtime::trace::LlmStats`]).

@@ -334,3 +334,141 @@ impl EmbedBackend for RecordingEmbeddings {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieval::EmbedConfig;
+    use std::path::Path;
+
+    fn config(dimensions: Option<u32>) -> EmbedConfig {
+        EmbedConfig {
+            model: "m".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            dimensions,
+        }
+    }
+
+    fn line(texts: &[&str], vectors: &str) -> String {
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        format!(
+            r#"{{"v":1,"kind":"embeddings","seq":0,"key":"{}","model_name":"emb","config":{},"purpose":"corpus","inputs":{},"vectors":{vectors},"cached":false,"error":null}}"#,
+            embedding_key(&config(None), &texts).hex(),
+            serde_json::to_string(&config(None)).unwrap(),
+            serde_json::to_string(&texts).unwrap()
+        )
+    }
+
+    #[test]
+    fn keys_cover_model_url_dimensions_and_texts_and_never_match_a_chat_key() {
+        let t = vec!["a".to_string()];
+        let k = embedding_key(&config(None), &t);
+        assert_ne!(k, embedding_key(&config(Some(8)), &t));
+        let mut other = config(None);
+        other.base_url = "http://127.0.0.1:2/v1".into();
+        assert_ne!(k, embedding_key(&other, &t));
+        assert_ne!(k, embedding_key(&config(None), &["b".to_string()]));
+        assert_ne!(
+            embedding_key(&config(None), &["a".to_string(), "b".to_string()]),
+            embedding_key(&config(None), &["b".to_string(), "a".to_string()])
+        );
+        assert_eq!(k, embedding_key(&config(None), &t), "stable");
+    }
+
+    #[tokio::test]
+    async fn replay_answers_texts_from_any_batch_and_explains_a_miss() {
+        let text = format!(
+            "{}\n{}\n",
+            line(&["one", "two"], "[[1.0,0.0],[0.0,1.0]]"),
+            line(&["three"], "[[0.5,0.5]]")
+        );
+        let c = Arc::new(Cassette::from_bytes(Path::new("c.jsonl"), text.as_bytes()).unwrap());
+        assert_eq!((c.len(), c.embedding_lines()), (2, 2));
+        let r = ReplayEmbeddings::new(Arc::clone(&c));
+        let cfg = config(None);
+        let texts = vec!["three".to_string(), "one".to_string()];
+        let req = EmbedRequest {
+            model_name: "emb",
+            config: &cfg,
+            texts: &texts,
+            purpose: Purpose::Corpus,
+        };
+        let out = r.embed(req).await.unwrap();
+        assert_eq!(out.vectors, vec![vec![0.5, 0.5], vec![1.0, 0.0]]);
+        assert!(out.cached);
+        let q = vec!["four".to_string()];
+        let e = r
+            .embed(EmbedRequest {
+                texts: &q,
+                purpose: Purpose::Query,
+                ..req
+            })
+            .await
+            .unwrap_err();
+        assert!(e.contains("holds no embedding of the query \"four\" by embedding model `emb` (m at http://127.0.0.1:1/v1, native size)"), "{e}");
+        let d8 = config(Some(8));
+        let e = r
+            .embed(EmbedRequest { config: &d8, ..req })
+            .await
+            .unwrap_err();
+        assert!(
+            e.contains("the model was recorded as m at http://127.0.0.1:1/v1, native size"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn malformed_embedding_lines_are_refused_with_their_line_number() {
+        let ok = line(&["one"], "[[1.0]]");
+        for (bad, msg) in [
+            (
+                line(&["one", "two"], "[[1.0]]"),
+                "1 vector(s) for 2 input(s)",
+            ),
+            (line(&["one"], "[[]]"), "is empty"),
+            (
+                line(&["one", "two"], "[[1.0],[1.0,2.0]]"),
+                "of another size",
+            ),
+            (line(&["one"], "[[1e39]]"), "number out of range"),
+            (
+                ok.replace("\"vectors\":[[1.0]],", ""),
+                "neither `vectors` nor `error`",
+            ),
+            (
+                ok.replace("\"kind\":\"embeddings\"", "\"kind\":\"rerank\""),
+                "unknown line kind `rerank`",
+            ),
+            (ok.replace("\"v\":1", "\"v\":2"), "format version 2"),
+            (
+                ok.replace("\"inputs\"", "\"texts\""),
+                "missing field `inputs`",
+            ),
+        ] {
+            let text = format!("{ok}\n{bad}\n");
+            let e = Cassette::from_bytes(Path::new("c.jsonl"), text.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("c.jsonl:2: ") && e.contains(msg),
+                "{msg}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn corrupt_cache_entries_are_misses() {
+        let ok = serde_json::json!([[1.0, 2.0]]);
+        assert_eq!(vectors_of(&ok, 1), Some(vec![vec![1.0, 2.0]]));
+        assert_eq!(vectors_of(&ok, 2), None, "another number of vectors");
+        for bad in [
+            serde_json::json!({"vectors": [[1.0]]}),
+            serde_json::json!([[]]),
+            serde_json::json!([["x"]]),
+            serde_json::json!([1.0]),
+        ] {
+            assert_eq!(vectors_of(&bad, 1), None, "{bad}");
+        }
+        assert_eq!(vectors_of(&serde_json::json!([[1.0], [1.0, 2.0]]), 2), None);
+    }
+}

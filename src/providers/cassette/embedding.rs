@@ -70,6 +70,7 @@ pub struct EmbedLine {
 /// are `"v"` and `"kind"`): such lines are parsed as embeddings first, the others as
 /// LLM exchanges first (each falls back to the other).
 pub(super) fn looks_like_embedding(raw: &[u8]) -> bool {
-    let head = &raw[..raw.len().min(40)];
-    head.windows(20).any(|w| w == br#""kind":"embeddings""#)
+    const MARK: &[u8] = br#""kind":"embeddings""#;
+    let head = &raw[..raw.len().min(48)];
+    head.windows(MARK.len()).any(|w| w == MARK)
 }
