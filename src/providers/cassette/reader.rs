@@ -302,7 +302,7 @@ impl Cassette {
         &self.path
     }
 
-    /// Number of exchanges.
+    /// Number of lines read: LLM exchanges and embedding lines.
     pub fn len(&self) -> usize {
         self.len
     }
