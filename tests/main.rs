@@ -14,6 +14,7 @@ mod conformance;
 mod crag_web;
 mod dense;
 mod docs;
+mod embed_replay;
 mod eval;
 mod eval_arms;
 mod eval_lock;

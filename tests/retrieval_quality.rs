@@ -301,6 +301,7 @@ async fn max_per_source_from_the_spec() {
         corpus: None,
         progress: false,
         models: &models,
+        embed_calls: None,
     };
     let opened = open_retriever("r", &spec, &ctx).expect("open");
     let docs = opened

@@ -9,16 +9,18 @@ use std::sync::Arc;
 /// `--record`, `--replay`, `--no-cache`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct CallArgs {
-    /// Record every LLM exchange (request, answer, usage) into FILE, one JSON line
-    /// each (the file is created or truncated). Never holds an API key.
+    /// Record every LLM exchange (request, answer, usage) and embedding call (texts,
+    /// vectors) into FILE, one JSON line each (the file is created or truncated).
+    /// Never holds an API key.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Answer every model from a cassette written by --record: no provider is built,
-    /// no API key is needed; a request the cassette does not hold fails the run.
+    /// Answer every model (chat and embedding) from a cassette written by --record:
+    /// no provider is built, no API key is needed; a request the cassette does not
+    /// hold fails the run.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
     /// Bypass the response cache (no read, no write). The cache keeps the answers of
-    /// temperature-0 openai/anthropic models under $RAGLOOP_CACHE_DIR, else
+    /// temperature-0 openai/anthropic models and query embeddings under $RAGLOOP_CACHE_DIR, else
     /// $XDG_CACHE_HOME/ragloop, else ~/.cache/ragloop (responses/).
     #[arg(long)]
     pub no_cache: bool,

@@ -211,7 +211,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     // A missing API key is a usage error, reported before anything is opened or run;
     // a replayed run reads no key.
-    // Web tools and query embeddings are live even under --replay.
+    // Web tools are live even under --replay (embeddings are replayed too).
     let missing = ragloop::providers::keys::missing(
         &program.spec,
         &ragloop::providers::keys::KeyScope {

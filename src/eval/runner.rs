@@ -217,9 +217,8 @@ fn changes(opts: &PrepareOptions) -> SpecOverrides {
 /// cassette), else a usage error listing each missing one once.
 fn check_keys(programs: &[(String, Arc<Program>)], opts: &PrepareOptions) -> Result<(), LoadError> {
     let mut missing: Vec<String> = Vec::new();
-    // With a replayed cassette every model answers from it: no key is needed.
-    // Web-search and embedding keys are needed even when replaying (the cassette
-    // holds LLM exchanges only).
+    // With a replayed cassette every model, chat and embedding, answers from it: no
+    // key is needed. Web-search keys are needed even when replaying.
     let check_keys = opts.calls.replay.is_none();
     for (_, p) in programs {
         let spec = &p.spec;

@@ -65,6 +65,12 @@
 //! the ragloop version, which the key does not hold (see docs/cassettes.md for the
 //! measured figures).
 //!
+//! Query embeddings of `dense`/`hybrid` retrievers are cached too, under
+//! [`embedding_key`] (model, base URL, dimensions and the exact text), by
+//! [`super::embeddings::CachedEmbeddings`]: an entry's `output` is the list of
+//! vectors, its `usage.input_tokens` the server's `prompt_tokens`. Corpus batches are
+//! not (their vectors are stored beside the index).
+//!
 //! A cache hit returns the stored usage (tokens and the cost of the original call)
 //! with [`LlmResponse::cached`] set; the runtime counts it like any answer and adds its
 //! cost to `saved_usd` as well (see [`crate::runtime::trace::LlmStats`]).
@@ -345,6 +351,23 @@ pub fn canonical_bytes(v: &Value) -> Vec<u8> {
     out
 }
 
+/// The request key of an embedding call: blake3 of the canonical
+/// `{"config": {"base_url", "dimensions", "model"}, "input": [texts], "kind":
+/// "embeddings", "v": 1}` (see [`crate::retrieval::EmbedConfig`]: the model as the
+/// server knows it, its API root and the requested size; never the spec's name for
+/// the model, a key or a header). The `kind` field keeps it apart from every LLM
+/// key. The key of one text is the key of a one-text call, so a cassette answers a
+/// text whatever batch it was recorded in.
+pub fn embedding_key(config: &crate::retrieval::EmbedConfig, texts: &[String]) -> RequestKey {
+    let doc = serde_json::json!({
+        "config": config,
+        "input": texts,
+        "kind": "embeddings",
+        "v": KEY_VERSION,
+    });
+    RequestKey(blake3::hash(&canonical_bytes(&doc)))
+}
+
 /// Whether the response cache applies to a model: a provider kind registered as
 /// cacheable ([`super::KindDef::cache`]: `openai`, `anthropic`) whose requests carry `temperature` exactly 0 — the temperature
 /// actually sent, after the `params` merge ([`super::net::sent_temperature`]): a
@@ -483,7 +506,7 @@ impl ResponseCache {
         })
     }
 
-    fn warn_once(&self, msg: &str) {
+    pub(crate) fn warn_once(&self, msg: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             crate::errln!("ragloop: response cache write failed (the run goes on without caching new answers): {msg}");
         }

@@ -1,10 +1,11 @@
-//! Cassettes: every LLM exchange of a run or an eval, one JSON line each, so the run
-//! can be replayed later with no model, no key and no network
+//! Cassettes: every LLM exchange and embedding call of a run or an eval, one JSON
+//! line each, so the run can be replayed later with no model, no key and no network
 //! ([`super::replay::ReplayProvider`]).
 //!
 //! # Format
 //!
-//! A cassette is a JSON-lines file. Each line is one exchange:
+//! A cassette is a JSON-lines file. Each line is one LLM exchange (or one embedding
+//! call, see below):
 //!
 //! ```json
 //! {"v": 1, "seq": 7, "key": "<64 hex digits>", "node": "grade_documents", "item": 2,
@@ -38,6 +39,32 @@
 //! One line is one call as the runtime sees it: retries and per-attempt timeouts
 //! happen inside the recorded provider.
 //!
+//! # Embedding lines
+//!
+//! The embedding calls of `dense` and `hybrid` retrievers (a query at search time, a
+//! batch of corpus chunks while the dense index is built) are lines of their own
+//! kind ([`EmbedLine`], written by `super::embeddings::RecordingEmbeddings`):
+//!
+//! ```json
+//! {"v": 1, "kind": "embeddings", "seq": 3, "key": "<64 hex digits>", "model_name": "emb",
+//!  "config": {"model": "text-embedding-3-small", "base_url": "https://api.openai.com/v1",
+//!  "dimensions": null}, "purpose": "query", "inputs": ["what is a closure?"],
+//!  "vectors": [[0.0123, -0.0456, ...]], "input_tokens": 5, "cached": false, "error": null}
+//! ```
+//!
+//! - `key`: [`embedding_key`](super::cache::embedding_key) of `config` and `inputs`;
+//! - `purpose`: `query` or `corpus`; `inputs`: the texts, `vectors`: one per input
+//!   (absent when the call failed; `error` is then its message);
+//! - `input_tokens`: the server's `usage.prompt_tokens` (absent when not reported);
+//!   `cached`: the vectors came from the response cache;
+//! - `stored: true` (only when true): not a call, the chunk vectors a dense index
+//!   took from its vector store on disk (unit length), written so that a cassette
+//!   recorded against a warm store replays where there is none (CI).
+//!
+//! Replay looks each text up by the key of a one-text call, so a batch is answered
+//! whatever batches the recording made. A cassette with LLM lines only (every
+//! cassette written before embeddings were recorded) loads and replays as before.
+//!
 //! No API key is ever written: the configuration holds no `api_key_env` and no
 //! header; provider error messages are redacted by the providers.
 //!
@@ -45,9 +72,12 @@
 //! file handle: each line is written with a single `write_all` under a lock and
 //! flushed. [`RecordingProvider`] wraps a provider and records what it answers.
 //! [`Cassette::load`] reads a cassette into a hash map from key to the recorded answers.
+mod embedding;
 mod reader;
 
-pub use reader::{Cassette, CassetteError, Exchange};
+pub(crate) use embedding::EmbedLineOut;
+pub use embedding::{EmbedLine, EMBEDDINGS};
+pub use reader::{Cassette, CassetteError, Exchange, RecordedVector};
 
 use super::cache::{KeyConfig, KeyMaker};
 use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError, Usage};
@@ -189,7 +219,12 @@ impl CassetteWriter {
                     break;
                 }
                 keep += n as u64;
-                if let Ok(l) = serde_json::from_slice::<reader::LineIn>(&line) {
+                // LLM and embedding lines alike.
+                #[derive(Deserialize)]
+                struct Seq {
+                    seq: u64,
+                }
+                if let Ok(l) = serde_json::from_slice::<Seq>(&line) {
                     next = next.max(l.seq + 1);
                 }
             }
@@ -221,11 +256,11 @@ impl CassetteWriter {
         self.written.load(Ordering::Relaxed)
     }
 
-    fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn write_line(&self, line: &LineOut<'_>) -> Result<(), String> {
+    pub(crate) fn write_line(&self, line: &impl Serialize) -> Result<(), String> {
         let mut bytes = serde_json::to_vec(line).map_err(|e| e.to_string())?;
         bytes.push(b'\n');
         let mut f = self

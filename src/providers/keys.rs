@@ -58,23 +58,22 @@ pub fn api_key(name: &str, model: &ModelSpec) -> Result<Option<Secret>, String> 
 /// Which keys [`missing`] checks.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KeyScope<'a> {
-    /// `--replay`: the chat models answer from a cassette and read no key (query
-    /// embeddings and web searches are still made live).
+    /// `--replay`: the chat and embedding models answer from a cassette and read no
+    /// key (web searches are still made live).
     pub replaying: bool,
     /// Models answered by providers the caller gives: they read no key.
     pub given: &'a [&'a str],
     /// Also check the keys of the calls made live whatever answers the models: the
-    /// tools' (Tavily) and, when replaying, the embedding models' named variables.
-    /// (`Resources::prepare` leaves them to the constructors, which read them.)
+    /// tools' (Tavily). (`Resources::prepare` leaves them to the constructors, which
+    /// read them.)
     pub live_calls: bool,
 }
 
 /// The API-key problems of a spec for a run in `scope`, one message per fault
 /// (empty when every key is there): each model that reads a key
-/// ([`api_key`]); with `live_calls`, a `tavily` tool whose `api_key_env` is unset
-/// or empty, and, when replaying, an embedding model of a `dense`/`hybrid`
-/// retriever whose `api_key_env` is unset or empty (not replaying, the embedding
-/// models are checked as models, so no key is reported twice). `ragloop run` and
+/// ([`api_key`]: embedding models of `dense`/`hybrid` retrievers included, none
+/// when replaying, since a cassette answers their calls too); with `live_calls`, a
+/// `tavily` tool whose `api_key_env` is unset or empty. `ragloop run` and
 /// `ragloop eval` report them before anything runs, as a usage error.
 pub fn missing(spec: &Spec, scope: &KeyScope<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -94,26 +93,6 @@ pub fn missing(spec: &Spec, scope: &KeyScope<'_>) -> Vec<String> {
             if read_env(var).is_err() {
                 out.push(format!(
                     "tool `{name}`: the Tavily API key variable {var} (named by tools.{name}.api_key_env) is not set or empty"
-                ));
-            }
-        }
-    }
-    if !scope.replaying {
-        return out;
-    }
-    let mut seen = Vec::new();
-    for (rname, r) in &spec.retrievers {
-        let Some(m) = r.embedding().and_then(|e| e.model) else {
-            continue;
-        };
-        if seen.contains(&m) {
-            continue;
-        }
-        seen.push(m);
-        if let Some(var) = spec.models.get(m).and_then(|s| s.api_key_env.as_deref()) {
-            if read_env(var).is_err() {
-                out.push(format!(
-                    "embedding model `{m}` (retriever `{rname}`): the API key variable {var} (named by models.{m}.api_key_env) is not set or empty; query embeddings are computed live, also under --replay"
                 ));
             }
         }

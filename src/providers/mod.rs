@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod cache;
 pub mod cassette;
+pub mod embeddings;
 pub mod keys;
 pub mod limits;
 mod net;

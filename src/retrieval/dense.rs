@@ -134,6 +134,15 @@ impl DenseIndex {
         let mut loaded = vectors::load(&path, &identity);
         let mut notes: Vec<String> = loaded.note.take().into_iter().collect();
         let (mut embedded, mut requests) = (0usize, 0usize);
+        let mut any_reset = false;
+        // The chunks whose vectors come from the store (handed to the recorder below).
+        let from_store: Vec<usize> = if embedder.wants_stored() {
+            (0..docs.len())
+                .filter(|&i| loaded.records.contains_key(&ids[i]))
+                .collect()
+        } else {
+            Vec::new()
+        };
         // Two passes at most: the second one only when the server's vector size
         // changed under the same identity (the store is then started afresh).
         for _pass in 0..2 {
@@ -215,11 +224,22 @@ impl DenseIndex {
             }
             result?;
             embedded += done;
+            any_reset |= reset;
             if !reset {
                 break;
             }
         }
         let dim = loaded.dim.unwrap_or(0);
+        // After a size change every chunk was embedded (and recorded) again.
+        let stored: Vec<usize> = if any_reset { Vec::new() } else { from_store };
+        if !stored.is_empty() {
+            let texts: Vec<String> = stored.iter().map(|&i| docs[i].content.clone()).collect();
+            let vs: Vec<Vec<f32>> = stored
+                .iter()
+                .filter_map(|&i| loaded.records.get(&ids[i]).cloned())
+                .collect();
+            embedder.stored(&texts, &vs)?;
+        }
         // Compact when dead records (removed chunks, repeats) outnumber live ones.
         if loaded.stored > 2 * docs.len() + 64 {
             let live = ids
@@ -366,12 +386,7 @@ impl DenseRetriever {
         if query.trim().is_empty() || top_k == 0 || self.dense.is_empty() {
             return Ok(Vec::new());
         }
-        let qv = self
-            .embedder
-            .embed(&[query.to_string()])
-            .await?
-            .pop()
-            .ok_or("the server returned no vector for the query")?;
+        let qv = self.embedder.embed_query(query).await?;
         match self.fusion {
             Fusion::Dense => {
                 let hits = self.dense.nearest(&qv, top_k)?;
@@ -528,8 +543,15 @@ pub(super) fn open(
         .models
         .get(model)
         .ok_or_else(|| at(format!("embedding model `{model}` is not declared")))?;
-    let embedder =
-        Embedder::from_model(model, spec_model, emb.dimensions, emb.batch_size).map_err(at)?;
+    let embedder = match ctx.embed_calls {
+        Some(calls) => {
+            Embedder::with_calls(model, spec_model, emb.dimensions, emb.batch_size, calls)
+                .map_err(at)?
+        }
+        None => {
+            Embedder::from_model(model, spec_model, emb.dimensions, emb.batch_size).map_err(at)?
+        }
+    };
     let dense = open_dense(&index, &embedder, ctx.progress).map_err(at)?;
     Ok(Opened {
         retriever: Arc::new(DenseRetriever {

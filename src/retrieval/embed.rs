@@ -18,10 +18,17 @@
 //! `timeout_secs` (default 60) and `retries` (default 2). Up to the model's
 //! `concurrency` (default 4) batches are in flight at once. The key is redacted from
 //! every message.
+//!
+//! An embedder opened with [`EmbedCalls`] ([`Embedder::with_calls`]) sends each call
+//! through those layers instead (response cache, cassette record and replay; see
+//! `embed_calls.rs`); one built with [`Embedder::from_model`] calls the server.
+use super::embed_calls::{EmbedBackend, EmbedCalls, EmbedConfig, EmbedRequest, Embedded, Purpose};
 use crate::http::{self, CallPolicy};
 use crate::spec::types::{ModelSpec, Provider};
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The API root used when an embedding model names no `base_url`.
@@ -43,6 +50,8 @@ pub struct Embedder {
     batch_size: usize,
     concurrency: usize,
     policy: CallPolicy,
+    /// The call layers every call goes through (`None`: straight to the server).
+    layers: Option<Arc<dyn EmbedBackend>>,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -54,6 +63,7 @@ impl std::fmt::Debug for Embedder {
             .field("key", &self.key.as_ref().map(|_| "[redacted]"))
             .field("dimensions", &self.dimensions)
             .field("batch_size", &self.batch_size)
+            .field("layered", &self.layers.is_some())
             .finish()
     }
 }
@@ -132,7 +142,45 @@ impl Embedder {
                 .concurrency
                 .map_or(DEFAULT_CONCURRENCY, |c| c.max(1) as usize),
             policy,
+            layers: None,
         })
+    }
+
+    /// The embedder of model `name`, as [`Embedder::from_model`] builds it, whose calls
+    /// go through `calls` (response cache, cassette record, replay). When
+    /// `calls.replaying()`, no key is read (`api_key_env` is ignored) and the server is
+    /// never called: every call is answered by the layers.
+    ///
+    /// # Errors
+    /// [`Embedder::from_model`]'s, except the missing key when replaying.
+    pub fn with_calls(
+        name: &str,
+        spec: &ModelSpec,
+        dimensions: Option<u32>,
+        batch_size: Option<u32>,
+        calls: &dyn EmbedCalls,
+    ) -> Result<Embedder, String> {
+        if calls.replaying() {
+            let keyless = ModelSpec {
+                api_key_env: None,
+                base_url: Some(
+                    spec.base_url
+                        .clone()
+                        .unwrap_or_else(|| OPENAI_BASE_URL.to_string()),
+                ),
+                ..spec.clone()
+            };
+            let mut e = Embedder::from_model(name, &keyless, dimensions, batch_size)
+                .map_err(|e| e.to_string())?;
+            e.layers = Some(calls.layer(None));
+            Ok(e)
+        } else {
+            let mut e = Embedder::from_model(name, spec, dimensions, batch_size)
+                .map_err(|e| e.to_string())?;
+            let live: Arc<dyn EmbedBackend> = Arc::new(e.clone());
+            e.layers = Some(calls.layer(Some(live)));
+            Ok(e)
+        }
     }
 
     /// Replaces the call policy (tests use short backoffs). Keys stay redacted.
@@ -160,6 +208,15 @@ impl Embedder {
     /// The vector size asked for, if any.
     pub fn dimensions(&self) -> Option<u32> {
         self.dimensions
+    }
+
+    /// What decides this embedder's vectors, as request keys and cassettes hold it.
+    pub fn config(&self) -> EmbedConfig {
+        EmbedConfig {
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            dimensions: self.dimensions,
+        }
     }
 
     /// What identifies the vectors this embedder makes: model, base URL and requested
@@ -215,14 +272,89 @@ impl Embedder {
         Ok(out)
     }
 
-    /// Embeds one batch of texts (one request). An empty batch makes no request.
+    /// Embeds one batch of corpus texts (one request, or one answer of the call
+    /// layers). An empty batch makes no request.
     ///
     /// # Errors
     /// See the module docs; every message names the model and the endpoint.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
+        Ok(self.call(texts, Purpose::Corpus).await?.vectors)
+    }
+
+    /// Embeds one query (through the response cache, when the layers hold one).
+    ///
+    /// # Errors
+    /// See the module docs; under replay, a query the cassette does not hold.
+    pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, String> {
+        self.call(std::slice::from_ref(&query.to_string()), Purpose::Query)
+            .await?
+            .vectors
+            .pop()
+            .ok_or_else(|| self.fail("no vector for the query"))
+    }
+
+    /// Whether the layers want the vectors a dense index took from its store (the
+    /// cassette recorder: see [`EmbedBackend::wants_stored`]).
+    pub fn wants_stored(&self) -> bool {
+        self.layers.as_ref().is_some_and(|l| l.wants_stored())
+    }
+
+    /// Hands vectors taken from the store to the layers, in batches of `batch_size`
+    /// (see [`EmbedBackend::stored`]).
+    ///
+    /// # Errors
+    /// The recorder's write error.
+    pub fn stored(&self, texts: &[String], vectors: &[Vec<f32>]) -> Result<(), String> {
+        let Some(l) = &self.layers else {
+            return Ok(());
+        };
+        let config = self.config();
+        for (t, v) in texts
+            .chunks(self.batch_size)
+            .zip(vectors.chunks(self.batch_size))
+        {
+            l.stored(
+                EmbedRequest {
+                    model_name: &self.name,
+                    config: &config,
+                    texts: t,
+                    purpose: Purpose::Corpus,
+                },
+                v,
+            )?;
         }
+        Ok(())
+    }
+
+    async fn call(&self, texts: &[String], purpose: Purpose) -> Result<Embedded, String> {
+        if texts.is_empty() {
+            return Ok(Embedded::default());
+        }
+        let Some(layers) = &self.layers else {
+            return self.post(texts).await;
+        };
+        let config = self.config();
+        let out = layers
+            .embed(EmbedRequest {
+                model_name: &self.name,
+                config: &config,
+                texts,
+                purpose,
+            })
+            .await?;
+        // Whatever answered (a cassette, a cache entry), the shape is the server's.
+        if out.vectors.len() != texts.len() {
+            return Err(self.fail(&format!(
+                "{} vector(s) for {} input(s)",
+                out.vectors.len(),
+                texts.len()
+            )));
+        }
+        Ok(out)
+    }
+
+    /// One request to the server.
+    async fn post(&self, texts: &[String]) -> Result<Embedded, String> {
         let mut body = serde_json::json!({
             "model": self.model,
             "input": texts,
@@ -248,7 +380,20 @@ impl Embedder {
         )
         .await
         .map_err(|e| self.fail(&e.to_string()))?;
-        parse_embeddings(&resp.body, texts.len(), self.dimensions).map_err(|e| self.fail(&e))
+        let (vectors, input_tokens) =
+            parse_body(&resp.body, texts.len(), self.dimensions).map_err(|e| self.fail(&e))?;
+        Ok(Embedded {
+            vectors,
+            input_tokens,
+            cached: false,
+        })
+    }
+}
+
+/// The server itself, innermost of the call layers.
+impl EmbedBackend for Embedder {
+    fn embed<'a>(&'a self, req: EmbedRequest<'a>) -> BoxFuture<'a, Result<Embedded, String>> {
+        Box::pin(self.post(req.texts))
     }
 }
 
@@ -261,6 +406,15 @@ pub fn parse_embeddings(
     expected: usize,
     dimensions: Option<u32>,
 ) -> Result<Vec<Vec<f32>>, String> {
+    parse_body(body, expected, dimensions).map(|(v, _)| v)
+}
+
+/// [`parse_embeddings`], and `usage.prompt_tokens` when the server reported it.
+fn parse_body(
+    body: &str,
+    expected: usize,
+    dimensions: Option<u32>,
+) -> Result<(Vec<Vec<f32>>, Option<u64>), String> {
     let trimmed = body.trim_start_matches('\u{feff}').trim();
     if trimmed.is_empty() {
         return Err("empty response body (expected JSON with a `data` list)".into());
@@ -363,7 +517,11 @@ pub fn parse_embeddings(
             ));
         }
     }
-    Ok(out.into_iter().flatten().collect())
+    let tokens = v
+        .get("usage")
+        .and_then(|u| u.get("prompt_tokens"))
+        .and_then(Value::as_u64);
+    Ok((out.into_iter().flatten().collect(), tokens))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod dense;
 mod diversity;
 mod document;
 pub mod embed;
+pub mod embed_calls;
 mod error;
 mod extracted;
 mod fingerprint;
@@ -52,6 +53,7 @@ pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
 pub use diversity::{Diversified, Diversity};
 pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};
 pub use embed::Embedder;
+pub use embed_calls::{EmbedBackend, EmbedCalls, EmbedConfig, EmbedRequest, Embedded, Purpose};
 pub use error::RetrievalError;
 pub use extracted::{Extracted, Heading};
 pub use html::{extract_html, HtmlPage};
@@ -80,6 +82,9 @@ pub struct OpenContext<'a> {
     pub progress: bool,
     /// The spec's models (embedding models are looked up there).
     pub models: &'a indexmap::IndexMap<String, ModelSpec>,
+    /// The call layers of embedding calls (response cache, cassette record, replay);
+    /// `None`: embedders call their server directly.
+    pub embed_calls: Option<&'a dyn EmbedCalls>,
 }
 
 /// An opened retriever, and the BM25 index of its corpus (the `offline` provider

@@ -9,6 +9,7 @@
 //! prepared, before a run starts.
 use crate::providers::cache::{cacheable, CachedProvider, KeyConfig, KeyMaker, ResponseCache};
 use crate::providers::cassette::{Cassette, CassetteWriter, RecordingProvider};
+use crate::providers::embeddings::EmbedLayers;
 use crate::providers::registry::{provider_for, wrap};
 use crate::providers::replay::ReplayProvider;
 use crate::providers::Provider;
@@ -53,6 +54,11 @@ pub enum ResourceError {
 /// 4. the cassette recorder, outermost, when `record` is set: one line per call as the
 ///    runtime sees it (after the retries of layer 2), cache hits included, so the
 ///    cassette replays the whole run.
+///
+/// The embedding calls of `dense`/`hybrid` retrievers get the same three layers
+/// ([`crate::providers::embeddings::EmbedLayers`]): replayed from `replay` (the
+/// embedder reads no key), else the server behind the cache (query embeddings only),
+/// and recorded into `record`.
 #[derive(Default)]
 pub struct ResourceOptions {
     /// Corpus directory used by every retriever instead of the spec's.
@@ -67,9 +73,10 @@ pub struct ResourceOptions {
     /// default) caches nothing. The CLI opens [`ResponseCache::open_default`] unless
     /// `--no-cache` is given.
     pub cache: Option<Arc<ResponseCache>>,
-    /// Record every LLM exchange of the run into this cassette.
+    /// Record every LLM exchange and embedding call of the run into this cassette.
     pub record: Option<Arc<CassetteWriter>>,
-    /// Answer every model from this cassette (keys computed from the spec's models).
+    /// Answer every model, chat and embedding, from this cassette (keys computed from
+    /// the spec's models).
     pub replay: Option<Arc<Cassette>>,
     /// The eval repeat these resources run ([`KeyConfig::repeat`]: part of every
     /// request key of the cache, the recorder and the replay); `None` for a run
@@ -109,7 +116,8 @@ impl Resources {
         let root = &program.root;
         let mut res = Resources::default();
         let mut first_index: Option<Arc<Index>> = None;
-        // Replayed models need no key; tools and embedders read theirs when opened.
+        // Replayed models (chat and embedding) need no key; tools and live embedders
+        // read theirs when opened.
         let given: Vec<&str> = opts.providers.keys().map(String::as_str).collect();
         let missing = crate::providers::keys::missing(
             spec,
@@ -122,11 +130,23 @@ impl Resources {
         if !missing.is_empty() {
             return Err(ResourceError::MissingKeys(missing));
         }
+        // Embedding calls (query and corpus batches) go through the same cache,
+        // replay and recording as the LLM calls below.
+        let embed_layers = EmbedLayers {
+            cache: opts.cache.clone(),
+            record: opts.record.clone(),
+            replay: opts.replay.clone(),
+        };
         let ctx = OpenContext {
             root,
             corpus: opts.corpus.as_deref(),
             progress: opts.progress,
             models: &spec.models,
+            embed_calls: if embed_layers.is_empty() {
+                None
+            } else {
+                Some(&embed_layers)
+            },
         };
         for (name, r) in &spec.retrievers {
             if let Some(o) = opts.retrievers.get(name) {

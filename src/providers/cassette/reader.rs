@@ -1,8 +1,11 @@
 //! Reading cassettes back: [`Cassette`] (answers by request key, for replay) and
-//! [`Exchange`] (every field of a line, to explain a replay miss).
+//! [`Exchange`] (every field of a line, to explain a replay miss). Embedding lines
+//! ([`super::EmbedLine`]) are indexed per text, by the key of a one-text call.
+use super::embedding::{looks_like_embedding, EmbedLine, EMBEDDINGS};
 use super::{RecordedError, CASSETTE_VERSION};
-use crate::providers::cache::{KeyConfig, RequestKey};
+use crate::providers::cache::{embedding_key, KeyConfig, RequestKey};
 use crate::providers::{LlmResponse, Message, ProviderError, Usage};
+use crate::retrieval::EmbedConfig;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -95,11 +98,50 @@ struct Slot {
     next: AtomicUsize,
 }
 
+/// A recorded embedding of one text.
+#[derive(Clone, Debug)]
+pub struct RecordedVector {
+    /// The vector, as recorded (unit length when it came from a vector store).
+    pub vector: Vec<f32>,
+    /// The call's `usage.prompt_tokens`, for a text recorded alone (a query).
+    pub input_tokens: Option<u64>,
+}
+
+/// What the embedding lines of a cassette hold.
+#[derive(Debug, Default)]
+struct Embeddings {
+    /// By the key of a one-text call ([`embedding_key`] of `[text]`).
+    vectors: HashMap<RequestKey, RecordedVector>,
+    /// Recorded failures, by call key.
+    errors: HashMap<RequestKey, String>,
+    /// (model name, configuration, lines), in first-seen order.
+    models: Vec<(String, EmbedConfig, usize)>,
+    lines: usize,
+}
+
+// One value per line, taken apart at once: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum Line {
+    Llm(LineIn),
+    Embed(EmbedLine),
+}
+
+fn parse_line(raw: &[u8]) -> Result<Line, serde_json::Error> {
+    let embed = || serde_json::from_slice::<EmbedLine>(raw).map(Line::Embed);
+    let llm = || serde_json::from_slice::<LineIn>(raw).map(Line::Llm);
+    if looks_like_embedding(raw) {
+        embed().or_else(|e| llm().map_err(|_| e))
+    } else {
+        llm().or_else(|e| embed().map_err(|_| e))
+    }
+}
+
 /// A cassette loaded for replay: recorded answers by request key.
 #[derive(Debug)]
 pub struct Cassette {
     path: PathBuf,
     slots: HashMap<RequestKey, Slot>,
+    embeddings: Embeddings,
     per_node: HashMap<String, usize>,
     configs: Vec<(String, KeyConfig)>,
     len: usize,
@@ -155,6 +197,7 @@ impl Cassette {
         let mut c = Cassette {
             path: path.to_path_buf(),
             slots: HashMap::new(),
+            embeddings: Embeddings::default(),
             per_node: HashMap::new(),
             configs: Vec::new(),
             len: 0,
@@ -176,8 +219,13 @@ impl Cassette {
             if raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let parsed: LineIn = match serde_json::from_slice(raw) {
-                Ok(l) => l,
+            let parsed: LineIn = match parse_line(raw) {
+                Ok(Line::Llm(l)) => l,
+                Ok(Line::Embed(x)) => {
+                    c.embeddings.add(x).map_err(|m| bad(lineno, m))?;
+                    c.len += 1;
+                    continue;
+                }
                 Err(_) if end.is_none() => {
                     c.truncated_tail = true;
                     break;
@@ -254,7 +302,7 @@ impl Cassette {
         &self.path
     }
 
-    /// Number of exchanges.
+    /// Number of lines read: LLM exchanges and embedding lines.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -272,6 +320,34 @@ impl Cassette {
     /// Whether an unterminated, unparsable last line was skipped.
     pub fn truncated_tail(&self) -> bool {
         self.truncated_tail
+    }
+
+    /// Embedding lines (calls, and chunk vectors taken from a store) recorded.
+    pub fn embedding_lines(&self) -> usize {
+        self.embeddings.lines
+    }
+
+    /// The recorded embedding of `text` under `config` (from any line, whatever
+    /// batch it was in); `None` when the cassette holds none.
+    pub fn embedding(&self, config: &EmbedConfig, text: &str) -> Option<&RecordedVector> {
+        self.embeddings.vectors.get(&embedding_key(
+            config,
+            std::slice::from_ref(&text.to_string()),
+        ))
+    }
+
+    /// The recorded failure of an embedding call, by its key.
+    pub fn embedding_error(&self, key: &RequestKey) -> Option<&str> {
+        self.embeddings.errors.get(key).map(String::as_str)
+    }
+
+    /// The embedding models recorded: (name in the spec, configuration, lines), in
+    /// first-seen order.
+    pub fn embedding_models(&self) -> impl Iterator<Item = (&str, &EmbedConfig, usize)> {
+        self.embeddings
+            .models
+            .iter()
+            .map(|(n, c, k)| (n.as_str(), c, *k))
     }
 
     /// Exchanges recorded for a node.
@@ -337,6 +413,68 @@ impl Cassette {
             }
         }
         Ok(out)
+    }
+}
+
+impl Embeddings {
+    /// Indexes one embedding line.
+    fn add(&mut self, x: EmbedLine) -> Result<(), String> {
+        if x.kind != EMBEDDINGS {
+            return Err(format!(
+                "unknown line kind `{}` (this ragloop reads LLM exchanges and `{EMBEDDINGS}`)",
+                x.kind
+            ));
+        }
+        if x.v != CASSETTE_VERSION {
+            return Err(format!(
+                "format version {} (this ragloop reads version {CASSETTE_VERSION})",
+                x.v
+            ));
+        }
+        let key = RequestKey::from_hex(&x.key)?;
+        match (&x.vectors, &x.error) {
+            (None, None) => {
+                return Err("the embedding line has neither `vectors` nor `error`".into())
+            }
+            (None, Some(e)) => {
+                self.errors.insert(key, e.clone());
+            }
+            (Some(vs), _) => {
+                if vs.len() != x.inputs.len() {
+                    return Err(format!(
+                        "the embedding line has {} vector(s) for {} input(s)",
+                        vs.len(),
+                        x.inputs.len()
+                    ));
+                }
+                let dim = vs.first().map_or(0, Vec::len);
+                if let Some(i) = vs.iter().position(|v| {
+                    v.is_empty() || v.len() != dim || v.iter().any(|f| !f.is_finite())
+                }) {
+                    return Err(format!(
+                        "vector {i} of the embedding line is empty, of another size than the first, or holds a value that is not a finite number"
+                    ));
+                }
+                let alone = x.inputs.len() == 1;
+                for (t, v) in x.inputs.iter().zip(vs) {
+                    let k = embedding_key(&x.config, std::slice::from_ref(t));
+                    self.vectors.entry(k).or_insert_with(|| RecordedVector {
+                        vector: v.clone(),
+                        input_tokens: if alone { x.input_tokens } else { None },
+                    });
+                }
+            }
+        }
+        match self
+            .models
+            .iter_mut()
+            .find(|(n, c, _)| *n == x.model_name && *c == x.config)
+        {
+            Some(m) => m.2 += 1,
+            None => self.models.push((x.model_name, x.config, 1)),
+        }
+        self.lines += 1;
+        Ok(())
     }
 }
 
