@@ -26,6 +26,9 @@ pub struct Prepared {
     pub program: Arc<Program>,
     /// Its resources.
     pub resources: Arc<Resources>,
+    /// The judge of the eval's faithfulness and answer relevancy (`None`: rows get
+    /// no judge metrics).
+    pub judge: Option<Arc<super::judge::Judge>>,
 }
 
 /// How to open every variant.
@@ -238,6 +241,7 @@ pub fn open(
                 name,
                 program,
                 resources: Arc::new(res),
+                judge: None,
             })
         })
         .collect()
@@ -248,6 +252,11 @@ pub fn open(
 /// ([`StepRecord::documents`]).
 struct Capture {
     passes: Vec<Vec<String>>,
+    /// The (source, yes) verdicts of the run's grading steps
+    /// ([`super::judge::calibration::grading_step`]).
+    graded: Vec<(String, bool)>,
+    /// Some step graded documents.
+    grading: bool,
     /// Where retries go, with the run's variant and question id.
     on_retry: Option<(OnRetry, String, String)>,
 }
@@ -267,6 +276,13 @@ impl Observer for Capture {
             let docs = r.documents.as_deref().unwrap_or_default();
             self.passes
                 .push(docs.iter().map(|d| d.source.clone()).collect());
+        }
+        if r.error.is_none() {
+            if let Some(v) = super::judge::calibration::grading_step(r.kind, r.documents.as_deref())
+            {
+                self.grading = true;
+                self.graded.extend(v);
+            }
         }
     }
     fn finish(&mut self, _: &RunResult) {}
@@ -313,6 +329,8 @@ async fn run_observed(
 ) -> Row {
     let mut cap = Capture {
         passes: Vec::new(),
+        graded: Vec::new(),
+        grading: false,
         on_retry: on_retry.map(|f| (f, p.name.clone(), item.id.clone())),
     };
     let input = RunInput {
@@ -322,7 +340,18 @@ async fn run_observed(
     let started = Instant::now();
     let result = run_until(&p.program, &p.resources, &input, &mut cap, cancel).await;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    make_row(&p.name, item, &result, cap.passes, ms)
+    let mut row = make_row(&p.name, item, &result, cap.passes, ms);
+    if cap.grading {
+        row.metrics.grader = Some(super::judge::calibration::count(&cap.graded, &item.sources));
+    }
+    if let Some(j) = &p.judge {
+        if result.status != crate::runtime::Status::Interrupted {
+            let field = p.program.spec.output.documents.as_deref();
+            let context = super::judge::context_of(&result, field);
+            row.metrics.judge = Some(super::judge::judge_row(j, item, &row, &context).await);
+        }
+    }
+    row
 }
 
 /// What [`execute`] ran.
@@ -378,6 +407,7 @@ pub async fn execute(
                 name: v.name.clone(),
                 program: Arc::clone(&v.program),
                 resources: Arc::clone(&v.resources),
+                judge: v.judge.clone(),
             })
         })
         .collect();
