@@ -19,6 +19,7 @@ mod eval_lock;
 mod graph_props;
 mod interrupt_cli;
 mod invalid_specs;
+mod judge_eval;
 mod layers;
 mod llamacpp;
 mod map_cancel;

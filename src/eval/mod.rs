@@ -20,6 +20,7 @@
 pub mod dataset;
 pub mod gates;
 pub mod judge;
+pub mod judge_report;
 pub mod lock;
 pub mod metrics;
 pub mod report_html;
@@ -475,7 +476,12 @@ pub async fn run_eval_until(
         Some(l) => judge::Judge {
             name: cfg.judge.clone().unwrap_or_default(),
             kind: judge::JudgeKind::Model(Box::new(
-                l.open(&popts.calls).map_err(EvalError::Failed)?,
+                l.open(
+                    popts.calls.cache.clone(),
+                    popts.calls.record.clone(),
+                    popts.calls.replay.clone(),
+                )
+                .map_err(EvalError::Failed)?,
             )),
             repeats,
         },

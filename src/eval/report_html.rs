@@ -268,7 +268,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         }
     }
     table(&mut o, &head, &rk);
-    o.push_str(&super::judge::report::html(s));
+    o.push_str(&super::judge_report::html(s));
     if !s.comparisons.is_empty() {
         o.push_str(&format!("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05; “insufficient data” below {} paired questions.</p>", super::stats::MIN_PAIRED));
         for c in &s.comparisons {

@@ -235,7 +235,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .collect();
     table(&mut out, &head, &hist_rows);
 
-    out.push_str(&super::judge::report::markdown(s));
+    out.push_str(&super::judge_report::markdown(s));
     if !s.comparisons.is_empty() {
         let _ = writeln!(
             out,

@@ -152,7 +152,7 @@ pub fn calibrate<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Option<Calibrat
     c.precision = ratio(yr, yr + yi);
     c.recall = ratio(yr, yr + nr);
     if let Some(rate) = c.yes_rate {
-        if c.verdicts >= MIN_VERDICTS && (rate > SKEW || rate < 1.0 - SKEW) {
+        if c.verdicts >= MIN_VERDICTS && !(1.0 - SKEW..=SKEW).contains(&rate) {
             let (word, share) = if rate > SKEW {
                 ("yes", rate)
             } else {

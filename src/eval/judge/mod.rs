@@ -2,8 +2,8 @@
 //! by a judge model (`--judge PROVIDER[:MODEL][@URL]`, [`model`]) or, without one,
 //! by the classical [`offline`] judge; `--judge-repeats K` samples the judge K times
 //! per row and measures its agreement with itself. Also the grader calibration
-//! ([`calibration`]) and seed 004's iteration delta ([`delta`]), and their report
-//! sections ([`report`]).
+//! ([`calibration`]) and seed 004's iteration delta ([`delta`]); their report
+//! sections are [`crate::eval::judge_report`].
 //!
 //! Per row ([`judge_row`]):
 //! 1. no answer (failed run, empty answer) → both metrics `no_answer`;
@@ -22,7 +22,6 @@ pub mod calibration;
 pub mod delta;
 pub mod model;
 pub mod offline;
-pub mod report;
 
 use super::dataset::Item;
 use super::metrics::declined;

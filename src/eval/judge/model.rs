@@ -12,7 +12,6 @@
 //! Path rules: `scripted:FIXTURE` takes its fixture (keys `statements`, `verdicts`,
 //! `relevancy`) relative to the working directory.
 use crate::compile::{compile, CompileOptions, SpecOverrides};
-use crate::eval::runner::CallLayers;
 use crate::runtime::{NoTrace, Program, ResourceOptions, Resources, RunInput, Status};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -246,19 +245,26 @@ impl ModelJudge {
 }
 
 impl LoadedJudge {
-    /// Builds the judge's providers with the eval's call layers.
+    /// Builds the judge's providers with the eval's call layers (the response
+    /// cache, the `--record` cassette, the `--replay` cassette: those of
+    /// [`crate::eval::runner::CallLayers`]).
     ///
     /// # Errors
     /// A provider that cannot be built (a missing fixture, a bad URL), naming `--judge`.
-    pub fn open(self, calls: &CallLayers) -> Result<ModelJudge, String> {
+    pub fn open(
+        self,
+        cache: Option<Arc<crate::providers::cache::ResponseCache>>,
+        record: Option<Arc<crate::providers::cassette::CassetteWriter>>,
+        replay: Option<Arc<crate::providers::cassette::Cassette>>,
+    ) -> Result<ModelJudge, String> {
         let mut opened = Vec::new();
         for l in self.programs {
             let res = Resources::prepare(
                 &l.program,
                 ResourceOptions {
-                    cache: calls.cache.clone(),
-                    record: calls.record.clone(),
-                    replay: calls.replay.clone(),
+                    cache: cache.clone(),
+                    record: record.clone(),
+                    replay: replay.clone(),
                     ..ResourceOptions::default()
                 },
             )
@@ -289,15 +295,19 @@ async fn call(
         sets,
     };
     let r = crate::runtime::run(program, res, &input, &mut NoTrace).await;
-    if r.status != Status::Generated && r.status != Status::Fallback {
+    // The judge specs name no answer field: a run that reached END is `exhausted`.
+    if !matches!(
+        r.status,
+        Status::Generated | Status::Fallback | Status::Exhausted
+    ) {
         return Err(r
             .error
             .unwrap_or_else(|| format!("the judge run ended {}", r.status.as_str())));
     }
-    r.state
-        .get("result")
-        .cloned()
-        .ok_or_else(|| "the judge gave no result".into())
+    match r.state.get("result") {
+        Some(Value::Object(m)) if !m.is_empty() => Ok(Value::Object(m.clone())),
+        _ => Err("the judge gave no result".into()),
+    }
 }
 
 impl ModelJudge {

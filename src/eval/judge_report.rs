@@ -1,9 +1,33 @@
 //! The judge, grader-calibration and iteration-delta sections of report.md and
-//! report.html, built once as tables ([`sections`]) and rendered by both.
-use crate::eval::report_md::{show, show_ci, show_diff};
-use crate::eval::summary::Summary;
-use crate::eval::svg::esc;
+//! report.html ([`super::judge`]), built once as tables ([`sections`]) and rendered
+//! by both. All values shown are shares: percentages, differences in percentage
+//! points.
+use super::summary::Summary;
+use super::svg::esc;
 use std::fmt::Write;
+
+fn show(_: &str, v: Option<f64>) -> String {
+    share(v)
+}
+
+fn signed(x: f64) -> String {
+    let s = format!("{x:+.1}");
+    if s[1..].chars().all(|c| c == '0' || c == '.') {
+        format!("+{}", &s[1..])
+    } else {
+        s
+    }
+}
+
+fn show_diff(_: &str, v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{} pp", signed(100.0 * x)))
+}
+
+fn show_ci(_: &str, ci: Option<[f64; 2]>) -> String {
+    ci.map_or("-".into(), |[lo, hi]| {
+        format!("[{}, {}] pp", signed(100.0 * lo), signed(100.0 * hi))
+    })
+}
 
 /// One report section: a title, a paragraph, tables, warnings.
 #[derive(Debug, Default)]
