@@ -496,3 +496,19 @@ fn a_bad_judge_argument_is_a_usage_error_before_anything_runs() {
         "{e}"
     );
 }
+
+#[test]
+fn resume_refuses_another_judge() {
+    let env = Env::new(3, "yes", None);
+    rt().block_on(run_eval(&env.config("out"))).unwrap();
+    let mut cfg = env.config("out");
+    cfg.resume = true;
+    cfg.judge = Some("openai:judge-model@http://127.0.0.1:9/v1".into());
+    let e = rt().block_on(run_eval(&cfg)).unwrap_err();
+    assert!(e.is_usage(), "{e}");
+    assert!(e.to_string().contains("--judge: null (before)"), "{e}");
+    // The same (offline) judge resumes.
+    let mut cfg = env.config("out");
+    cfg.resume = true;
+    assert_eq!(rt().block_on(run_eval(&cfg)).unwrap().resumed_rows, 3);
+}

@@ -105,6 +105,11 @@ impl EvalConfig {
             timeout_secs: self.timeout_secs,
             retries: self.retries,
             corpus: self.corpus.as_ref().map(|c| c.display().to_string()),
+            judge: self
+                .judge
+                .clone()
+                .filter(|j| j.trim() != "offline" && !j.trim().is_empty()),
+            judge_repeats: (self.judge_repeats > 1).then_some(self.judge_repeats),
         }
     }
 }

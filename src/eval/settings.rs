@@ -10,6 +10,8 @@
 //! | `timeout_secs` | number or null | `--timeout` |
 //! | `retries` | integer or null | `--retries` |
 //! | `corpus` | string or null | `--corpus`, as given |
+//! | `judge` | string (absent: the offline judge) | `--judge` |
+//! | `judge_repeats` | integer (absent: 1) | `--judge-repeats` |
 //!
 //! `--resume` reads it back and refuses (a usage error) when any field differs,
 //! naming each field with its old and new value. A directory without settings.json
@@ -39,6 +41,12 @@ pub struct Settings {
     /// `--corpus`, as given on the command line.
     #[serde(default)]
     pub corpus: Option<String>,
+    /// `--judge` (`None`: the offline judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    /// `--judge-repeats` when above 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_repeats: Option<usize>,
 }
 
 fn show<T: Serialize>(v: &T) -> String {
@@ -69,6 +77,12 @@ impl Settings {
         );
         cmp("--retries", show(&self.retries), show(&new.retries));
         cmp("--corpus", show(&self.corpus), show(&new.corpus));
+        cmp("--judge", show(&self.judge), show(&new.judge));
+        cmp(
+            "--judge-repeats",
+            show(&self.judge_repeats),
+            show(&new.judge_repeats),
+        );
         out
     }
 
@@ -86,6 +100,12 @@ impl Settings {
         }
         if let Some(c) = &self.corpus {
             parts.push(format!("--corpus {c}"));
+        }
+        if let Some(j) = &self.judge {
+            parts.push(format!("--judge {j}"));
+        }
+        if let Some(k) = self.judge_repeats {
+            parts.push(format!("--judge-repeats {k}"));
         }
         if parts.is_empty() {
             "none".into()
