@@ -278,8 +278,7 @@ impl Observer for Capture {
                 .push(docs.iter().map(|d| d.source.clone()).collect());
         }
         if r.error.is_none() {
-            if let Some(v) = super::judge::calibration::grading_step(r.kind, r.documents.as_deref())
-            {
+            if let Some(v) = super::judge::calibration::grading_step(r.kind, r.items.as_deref()) {
                 self.grading = true;
                 self.graded.extend(v);
             }

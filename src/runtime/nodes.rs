@@ -22,8 +22,9 @@ pub(super) struct NodeOut {
     pub(super) inputs: Inputs,
     pub(super) inputs_json: Map<String, Value>,
     pub(super) llm: Option<LlmStats>,
-    /// The documents a `retrieve` or `tool` node returned, in rank order (for its
-    /// step record).
+    /// The documents a `retrieve` or `tool` node returned, in rank order, or the
+    /// documents a `map` node fanned out over with their outputs (for its step
+    /// record: `documents` or `items`).
     pub(super) documents: Option<Vec<RetrievedDoc>>,
 }
 

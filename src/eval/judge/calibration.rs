@@ -3,7 +3,7 @@
 //!
 //! **Which steps are grading steps** (found in the step records, never by node
 //! name): a successful `map` step whose items were all documents (its record's
-//! `documents`, each with its item's `output`, see [`crate::runtime::trace`]) and
+//! `items`, each with its item's `output`, see [`crate::runtime::trace`]) and
 //! whose every output is a verdict ([`verdict`]). Every verdict of every grading
 //! step of a run counts (a loop that grades three times counts three times).
 //!
