@@ -512,3 +512,86 @@ fn resume_refuses_another_judge() {
     cfg.resume = true;
     assert_eq!(rt().block_on(run_eval(&cfg)).unwrap().resumed_rows, 3);
 }
+
+/// A judge model whose second sample disagrees on the second statement and scores
+/// relevancy lower: the agreement figures show it.
+struct Fickle;
+
+impl Respond for Fickle {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let system = content(&body);
+        let second = system.contains("Independent judgement number 2");
+        let reply = if system.contains("Break the answer") {
+            json!({"statements": ["Cargo check checks code.", "It produces no executable."]})
+        } else if system.contains("grounding") {
+            json!({"verdicts": [{"supported": true, "reason": "r"}, {"supported": !second, "reason": "r"}]})
+        } else {
+            json!({"score": if second { 0.4 } else { 0.8 }, "reason": "r"})
+        };
+        ResponseTemplate::new(200).set_body_json(text(&reply.to_string()))
+    }
+}
+
+#[test]
+fn a_model_judges_repeats_measure_its_disagreement() {
+    let env = Env::new(3, "yes", None);
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Fickle)
+            .mount(&server)
+            .await;
+        let mut cfg = env.config("out");
+        cfg.judge = Some(format!("openai:judge-model@{}/v1", server.uri()));
+        cfg.judge_repeats = 2;
+        run_eval(&cfg).await.unwrap();
+        // 2 judged answers x (1 statements + 2 verdicts + 2 relevancy) calls.
+        assert_eq!(server.received_requests().await.unwrap().len(), 10);
+    });
+    let s = env.summary("out");
+    let a = overall(&s);
+    // Samples: faithfulness 1.0 and 0.5 (mean 0.75), relevancy 0.8 and 0.4 (0.6).
+    assert_eq!(a["metrics"]["faithfulness"]["value"], json!(0.75));
+    assert!((a["metrics"]["answer_relevancy"]["value"].as_f64().unwrap() - 0.6).abs() < 1e-9);
+    let ag = &a["judge"]["agreement"];
+    assert_eq!(ag["samples"], json!(2));
+    assert_eq!(ag["verdicts"], json!(0.5));
+    assert_eq!(ag["faithfulness_spread"], json!(0.5));
+    assert!((ag["relevancy_spread"].as_f64().unwrap() - 0.4).abs() < 1e-9);
+}
+
+#[test]
+fn the_cli_takes_the_judge_flags() {
+    let env = Env::new(3, "yes", None);
+    let run = |extra: &[&str]| {
+        assert_cmd::Command::cargo_bin("ragloop")
+            .unwrap()
+            .arg("eval")
+            .arg(env.path("spec.yaml"))
+            .arg("--dataset")
+            .arg(env.path("data.jsonl"))
+            .arg("--out")
+            .arg(env.path("cli-out"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--judge", "nosuch:model"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--judge"));
+    assert_eq!(run(&["--judge-repeats", "0"]).status.code(), Some(2));
+    let o = run(&["--judge-repeats", "2", "--judge", "offline"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("faithfulness 100.0%, answer_relevancy 100.0%"),
+        "{out}"
+    );
+}
