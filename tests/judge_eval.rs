@@ -595,3 +595,34 @@ fn the_cli_takes_the_judge_flags() {
         "{out}"
     );
 }
+
+#[test]
+fn a_scripted_judge_reads_its_fixture_and_runs_out_into_judge_failures() {
+    let env = Env::new(3, "yes", None);
+    std::fs::write(
+        env.path("judge.json"),
+        json!({
+            "statements": [{"statements": ["A claim.", "Another."]}],
+            "verdicts": [{"verdicts": [{"supported": true, "reason": "r"}, {"supported": false, "reason": "r"}]}],
+            "relevancy": [{"score": 0.25, "reason": "r"}]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut cfg = env.config("out");
+    cfg.judge = Some(format!("scripted:{}", env.path("judge.json").display()));
+    rt().block_on(run_eval(&cfg)).unwrap();
+    let s = env.summary("out");
+    let a = overall(&s);
+    // The first judged answer takes the fixture's answers, the second finds none left.
+    assert_eq!(a["metrics"]["faithfulness"]["value"], json!(0.5));
+    assert_eq!(a["metrics"]["answer_relevancy"]["value"], json!(0.25));
+    assert_eq!(
+        a["judge"]["statuses"]["faithfulness"]["judge_failed"],
+        json!(1)
+    );
+    let mut cfg = env.config("missing");
+    cfg.judge = Some(format!("scripted:{}", env.path("nope.json").display()));
+    let e = rt().block_on(run_eval(&cfg)).unwrap_err();
+    assert!(e.is_usage() && e.to_string().contains("cannot read"), "{e}");
+}

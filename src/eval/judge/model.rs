@@ -10,7 +10,8 @@
 //! recorded in the `--record` cassette and answered by `--replay`.
 //!
 //! Path rules: `scripted:FIXTURE` takes its fixture (keys `statements`, `verdicts`,
-//! `relevancy`) relative to the working directory.
+//! `relevancy`) relative to the working directory; it is copied next to the judge
+//! specs (the specs' root), so root confinement holds.
 use crate::compile::{compile, CompileOptions, SpecOverrides};
 use crate::runtime::{NoTrace, Program, ResourceOptions, Resources, RunInput, Status};
 use serde_json::{json, Value};
@@ -116,6 +117,9 @@ struct Loaded {
 pub struct LoadedJudge {
     arg: String,
     programs: Vec<Loaded>,
+    /// The judge specs' directory, kept until the providers are built (a scripted
+    /// fixture is read then).
+    _dir: Scratch,
 }
 
 impl std::fmt::Debug for LoadedJudge {
@@ -162,21 +166,14 @@ fn scratch() -> Result<Scratch, String> {
 }
 
 /// The `models.judge` block of the judge specs for `arg` (the override then sets
-/// provider, model and URL): a scripted fixture is made absolute against the
-/// working directory (it is a file of the user's, not of the judge spec).
-fn model_block(arg: &str) -> Result<(String, String), String> {
+/// provider, model and URL): a scripted fixture (relative to the working
+/// directory) is copied into `dir`, the judge specs' root.
+fn model_block(arg: &str, dir: &Path) -> Result<(String, String), String> {
     if let Some(file) = arg.strip_prefix("scripted:") {
-        let p = Path::new(file);
-        let abs = if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            std::env::current_dir()
-                .map_err(|e| format!("--judge: no working directory: {e}"))?
-                .join(p)
-        };
-        let file = serde_json::to_string(&abs.display().to_string()).unwrap_or_default();
+        std::fs::copy(Path::new(file), dir.join("fixture.json"))
+            .map_err(|e| format!("--judge {arg}: cannot read {file}: {e}"))?;
         return Ok((
-            format!("    provider: scripted\n    params: {{file: {file}}}\n"),
+            "    provider: scripted\n    params: {file: fixture.json}\n".into(),
             "scripted".into(),
         ));
     }
@@ -199,8 +196,8 @@ impl ModelJudge {
         retries: Option<u32>,
         replaying: bool,
     ) -> Result<LoadedJudge, String> {
-        let (block, over) = model_block(arg)?;
         let dir = scratch()?;
+        let (block, over) = model_block(arg, &dir.0)?;
         for (name, text) in PROMPTS {
             std::fs::write(dir.0.join(name), text)
                 .map_err(|e| format!("--judge: cannot write {}: {e}", dir.0.display()))?;
@@ -240,6 +237,7 @@ impl ModelJudge {
         Ok(LoadedJudge {
             arg: arg.to_string(),
             programs,
+            _dir: dir,
         })
     }
 }
