@@ -276,3 +276,68 @@ pub fn html(s: &Summary) -> String {
     }
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::dataset::Item;
+    use crate::eval::store::Row;
+    use crate::runtime::Status;
+
+    #[test]
+    fn the_iteration_delta_section_shows_each_arm_against_the_single_shot_one() {
+        let items: Vec<Item> = (0..10)
+            .map(|i| Item {
+                id: format!("q{i}"),
+                question: "What does cargo check do?".into(),
+                answer: None,
+                must_contain: vec!["check".into()],
+                sources: vec![],
+                kind: "direct".into(),
+                line: i + 1,
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for it in &items {
+            for (arm, answer, iterations) in [("single", "no", 1), ("loop", "check", 2)] {
+                let mut r = Row {
+                    variant: arm.into(),
+                    id: it.id.clone(),
+                    kind: it.kind.clone(),
+                    status: Status::Generated,
+                    answer: Some(answer.into()),
+                    sources: vec![],
+                    path: vec![],
+                    iterations,
+                    steps: 1,
+                    retrieved: vec![],
+                    usage: Default::default(),
+                    latency_ms: 1.0,
+                    error: None,
+                    metrics: Default::default(),
+                };
+                r.metrics = crate::eval::metrics::row_metrics(it, &r);
+                rows.push(r);
+            }
+        }
+        let arms = vec!["single".to_string(), "loop".to_string()];
+        let mut s = crate::eval::summary::summarize("s", "d", &items, &[], &arms, &rows);
+        s.loop_metrics = crate::eval::judge::delta::loop_metrics(&arms, &items, &rows, None);
+        let md = super::markdown(&s);
+        assert!(md.contains("## Iteration delta"), "{md}");
+        assert!(
+            md.contains("Against the single-shot arm `single` (at most one iteration)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| loop | 10 | must_contain | 10 | 0.0% | 100.0% | +100.0 pp | [+100.0, +100.0] pp |"),
+            "{md}"
+        );
+        // No judge ran on these rows: every one counted apart, none scored.
+        assert!(
+            md.contains("| single | faithfulness | - | 0 | 0 | 0 | 0 | 10 |"),
+            "{md}"
+        );
+        let html = super::html(&s);
+        assert!(html.contains("<h2>Iteration delta"), "{html}");
+    }
+}
