@@ -23,6 +23,7 @@ mod imports;
 mod index_freshness;
 mod interrupt_cli;
 mod invalid_specs;
+mod judge_eval;
 mod layers;
 mod llamacpp;
 mod map_cancel;

@@ -434,6 +434,38 @@ fn a_retrieve_step_record_carries_its_documents_in_rank_order() {
 }
 
 #[test]
+fn a_map_step_record_carries_its_documents_with_their_outputs() {
+    // Eval's grader calibration reads a grader's verdicts from these records.
+    let prog = arsc(false);
+    let buf = Shared::default();
+    let mut trace = JsonlTrace::new(buf.clone());
+    let r = run_scripted(
+        &prog,
+        scripted(json!({"grader": [grade("d1", true), grade("d2", false)], "generator": ["ans"]})),
+        vec![vec![doc("d1", "x"), doc("d2", "y")]],
+        "q",
+        vec![],
+        &mut trace,
+    );
+    assert_eq!(r.status, Status::Generated);
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[1]["kind"], json!("map"));
+    let items = lines[1]["items"].as_array().expect("items on the map step");
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["id"], json!("d1"));
+    assert_eq!(items[0]["source"], json!("d1.html"));
+    assert_eq!(items[0]["output"], grade("d1", true));
+    assert_eq!(items[1]["output"], grade("d2", false));
+    // The retrieve step's documents carry no output; other steps have no items.
+    assert!(lines[0]["documents"][0].get("output").is_none());
+    assert!(lines[0].get("items").is_none() && lines[2].get("items").is_none());
+}
+
+#[test]
 fn provider_failure_mid_run_keeps_the_trace() {
     let prog = arsc(false);
     let buf = Shared::default();

@@ -72,6 +72,18 @@ pub struct EvalArgs {
     /// Response cache, cassette recording (every exchange of every run) and replay.
     #[command(flatten)]
     pub calls: super::calls::CallArgs,
+    /// Judge model of faithfulness and answer relevancy (same form as --model without
+    /// NAME=; cached, recorded and replayed like every call). Default: the offline
+    /// judge (a classical approximation, see docs/eval.md).
+    #[arg(long, value_name = "PROVIDER[:MODEL][@BASE_URL]")]
+    pub judge: Option<String>,
+    /// Judge samples per row; with 2 or more the judge's agreement with itself is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub judge_repeats: u16,
+    /// The single-shot arm the iteration delta compares the others with (default: the
+    /// first arm whose runs never took more than one iteration).
+    #[arg(long, value_name = "ARM")]
+    pub single_shot: Option<String>,
 }
 
 /// Runs `ragloop eval`.
@@ -161,6 +173,9 @@ pub fn run(args: EvalArgs) -> ExitCode {
         progress: std::io::stderr().is_terminal(),
         calls: ragloop::eval::runner::CallLayers::from_options(&mut layers),
         record_to,
+        judge: args.judge,
+        judge_repeats: usize::from(args.judge_repeats),
+        single_shot: args.single_shot,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -206,10 +221,12 @@ pub fn run(args: EvalArgs) -> ExitCode {
                 };
                 let _ = writeln!(
     std::io::stdout(),
-                    "{v}: {} run(s), must_contain {}, f1 {}, recall@k first {} final {}, mean iterations {}, failed {}",
+                    "{v}: {} run(s), must_contain {}, f1 {}, faithfulness {}, answer_relevancy {}, recall@k first {} final {}, mean iterations {}, failed {}",
                     a.n,
                     pct("must_contain"),
                     pct("f1"),
+                    pct("faithfulness"),
+                    pct("answer_relevancy"),
                     pct("recall_first"),
                     pct("recall_final"),
                     a.get("iterations").map_or("-".into(), |x| format!("{x:.2}")),

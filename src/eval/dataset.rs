@@ -8,6 +8,11 @@
 //! own kind). `unanswerable` is the kind whose questions should be declined.
 //! An optional boolean `hard` puts a question in (or out of) the hard subset of the
 //! reports whatever its kind (`--hard KIND,...` decides for the others).
+//!
+//! The references `answer`, `must_contain` and `sources` may be left out (or be
+//! `null`): the metrics that need them are then n/a for the question (absent, never
+//! 0), and the reference-free ones (the judge's `faithfulness` and
+//! `answer_relevancy`) still run. A reference that is present must have its type.
 //! Unknown keys are ignored. Blank lines are skipped; a UTF-8 byte-order mark is
 //! tolerated.
 use serde::{Deserialize, Serialize};
@@ -25,8 +30,8 @@ pub struct Item {
     pub id: String,
     /// The question as a user would ask it.
     pub question: String,
-    /// Short reference answer.
-    pub answer: String,
+    /// Short reference answer (`None` when the line has none: token F1 is n/a).
+    pub answer: Option<String>,
     /// Key terms a correct answer mentions (case-insensitive); empty for unanswerable.
     pub must_contain: Vec<String>,
     /// Labelled source pages (paths); empty for unanswerable.
@@ -110,9 +115,10 @@ pub struct Dataset {
     pub errors: Vec<LineError>,
 }
 
+// A reference list left out (or null) is empty: the metrics that read it are n/a.
 fn string_list(m: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
     match m.get(key) {
-        None => Err(format!("missing field `{key}`")),
+        None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(a)) => a
             .iter()
             .enumerate()
@@ -183,8 +189,12 @@ pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
     if question.trim().is_empty() {
         return Err(format!("`{id}`: the question is empty"));
     }
+    let answer = match m.get("answer") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(string(&m, "answer").map_err(|e| format!("`{id}`: {e}"))?),
+    };
     Ok(Item {
-        answer: string(&m, "answer").map_err(|e| format!("`{id}`: {e}"))?,
+        answer,
         must_contain: string_list(&m, "must_contain").map_err(|e| format!("`{id}`: {e}"))?,
         sources: string_list(&m, "sources").map_err(|e| format!("`{id}`: {e}"))?,
         kind: string(&m, "kind")
@@ -292,7 +302,7 @@ mod tests {
         let lines: Vec<usize> = ds.errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, vec![3, 4, 5]);
         assert!(ds.errors[0].message.starts_with("not JSON"));
-        assert!(ds.errors[1].message.contains("missing field `answer`"));
+        assert!(ds.errors[1].message.contains("missing field `kind`"));
         assert!(ds.errors[2]
             .message
             .contains("`must_contain` must be a list of strings, found a string"));
@@ -331,6 +341,29 @@ mod tests {
         }
         let ds = parse(&GOOD.replace(r#""id": "a""#, r#""id": 5"#)).unwrap();
         assert_eq!(ds.items[0].id, "5");
+    }
+
+    #[test]
+    fn references_may_be_left_out_but_not_mistyped() {
+        let ds = parse(
+            r#"{"id": "a", "question": "q?", "kind": "direct"}
+{"id": "b", "question": "q?", "answer": null, "must_contain": null, "sources": null, "kind": "direct"}
+{"id": "c", "question": "q?", "answer": 3, "kind": "direct"}
+{"id": "d", "question": "q?", "sources": "book/a.html", "kind": "direct"}"#,
+        )
+        .unwrap();
+        assert_eq!(ds.items.len(), 2);
+        for it in &ds.items {
+            assert_eq!(it.answer, None);
+            assert!(it.must_contain.is_empty() && it.sources.is_empty());
+        }
+        assert!(ds.errors[0]
+            .message
+            .contains("`answer` must be a string, found a number"));
+        assert!(ds.errors[1]
+            .message
+            .contains("`sources` must be a list of strings"));
+        assert_eq!(parse(GOOD).unwrap().items[0].answer.as_deref(), Some("x"));
     }
 
     #[test]

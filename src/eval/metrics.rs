@@ -79,6 +79,8 @@ pub struct Question {
     pub labelled: bool,
     /// The question's kind is `unanswerable`.
     pub unanswerable: bool,
+    /// The question has a reference `answer` (token F1 applies).
+    pub reference: bool,
 }
 
 impl Question {
@@ -87,6 +89,7 @@ impl Question {
         Question {
             labelled: !item.sources.is_empty(),
             unanswerable: item.unanswerable(),
+            reference: item.answer.is_some(),
         }
     }
 }
@@ -163,13 +166,33 @@ pub const METRICS: &[MetricDef] = &[
     },
     MetricDef {
         name: "f1",
-        description: "SQuAD token F1 of the answer against the reference answer; all questions",
+        description: "SQuAD token F1 of the answer against the reference answer; questions with a reference answer",
         kind: Kind::Mean,
         higher_is_better: Some(true),
         primary: true,
         scale: Scale::Share,
         tables: &[Table::Quality, Table::ByKind, Table::Bars],
-        value: |r, _| Some(r.metrics.f1),
+        value: |r, q| q.reference.then_some(r.metrics.f1),
+    },
+    MetricDef {
+        name: "faithfulness",
+        description: "share of the answer's statements the judge found supported by the run's context; answers with statements the judge scored (refusals, no statements, judge failures counted apart)",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, _| r.metrics.judge.as_ref().and_then(|j| j.faithfulness.value),
+    },
+    MetricDef {
+        name: "answer_relevancy",
+        description: "how well the answer addresses the question, by the judge, 0..1; answers the judge scored (refusals and judge failures counted apart)",
+        kind: Kind::Mean,
+        higher_is_better: Some(true),
+        primary: false,
+        scale: Scale::Share,
+        tables: &[Table::Quality, Table::ByKind, Table::Bars],
+        value: |r, _| r.metrics.judge.as_ref().and_then(|j| j.answer_relevancy.value),
     },
     MetricDef {
         name: "recall_first",
@@ -522,11 +545,15 @@ pub fn row_metrics(item: &Item, row: &Row) -> RowMetrics {
     RowMetrics {
         must_contain_hit: hit,
         must_contain_terms: terms,
-        f1: token_f1(answer, &item.answer),
+        f1: item.answer.as_deref().map_or(0.0, |a| token_f1(answer, a)),
         recall,
         precision,
         declined: declined(row.status, row.answer.as_deref()),
         loop_bound: matches!(row.status, Status::Exhausted | Status::Limit),
+        // Filled after the run by the judge and the grader calibration (kept when a
+        // row's metrics are recomputed).
+        judge: row.metrics.judge.clone(),
+        grader: row.metrics.grader,
     }
 }
 
@@ -553,6 +580,8 @@ mod tests {
                 "must_contain",
                 "must_contain_terms",
                 "f1",
+                "faithfulness",
+                "answer_relevancy",
                 "recall_first",
                 "recall_final",
                 "recall_gain",
@@ -567,6 +596,8 @@ mod tests {
             [
                 "must_contain",
                 "f1",
+                "faithfulness",
+                "answer_relevancy",
                 "recall_first",
                 "recall_final",
                 "iterations",
@@ -605,7 +636,8 @@ mod tests {
                 &dummy_row(),
                 Question {
                     labelled: true,
-                    unanswerable: false
+                    unanswerable: false,
+                    reference: true,
                 }
             ),
             None

@@ -8,6 +8,8 @@
 //! - [`lock`]: one eval at a time per output directory (`eval.lock`);
 //! - [`settings`]: the CLI settings of the rows (`settings.json`), checked by `--resume`;
 //! - [`metrics`]: per-question metrics and their definitions;
+//! - [`judge`] (with [`verdicts`]): faithfulness and answer relevancy by a judge,
+//!   grader calibration, the iteration delta;
 //! - [`stats`]: percentiles, bootstrap CIs, McNemar's test;
 //! - [`summary`]: aggregates and comparisons (summary.json);
 //! - [`report_md`], [`report_html`] (with [`svg`]): the reports;
@@ -18,6 +20,8 @@
 pub mod arms;
 pub mod dataset;
 pub mod gates;
+pub mod judge;
+pub mod judge_report;
 pub mod lock;
 pub mod metrics;
 pub mod questions;
@@ -31,6 +35,7 @@ pub mod store;
 pub mod summary;
 pub mod svg;
 pub mod table;
+pub mod verdicts;
 
 use crate::compile::LoadError;
 use crate::runtime::{CancellationToken, Status};
@@ -94,6 +99,14 @@ pub struct EvalConfig {
     /// argument is checked, so a usage error leaves an existing cassette untouched;
     /// ignored when `calls.record` is already set.
     pub record_to: Option<PathBuf>,
+    /// `--judge PROVIDER[:MODEL][@URL]`: the judge model of `faithfulness` and
+    /// `answer_relevancy`; `None` (or `offline`): the classical offline judge.
+    pub judge: Option<String>,
+    /// `--judge-repeats K`: judge samples per row (0 is taken as 1).
+    pub judge_repeats: usize,
+    /// `--single-shot ARM`: the arm the iteration delta compares the others with
+    /// (default: the first arm whose runs never took more than one iteration).
+    pub single_shot: Option<String>,
 }
 
 impl EvalConfig {
@@ -108,6 +121,11 @@ impl EvalConfig {
             corpus: self.corpus.as_ref().map(|c| c.display().to_string()),
             specs: Vec::new(),
             repeats: (self.repeats > 1).then_some(self.repeats),
+            judge: self
+                .judge
+                .clone()
+                .filter(|j| j.trim() != "offline" && !j.trim().is_empty()),
+            judge_repeats: (self.judge_repeats > 1).then_some(self.judge_repeats),
         }
     }
 
@@ -534,6 +552,27 @@ pub async fn run_eval_until(
     };
     let programs = runner::load_arms(&mut specs, &arm_list, &popts)?;
     drop(specs);
+    if let Some(a) = &cfg.single_shot {
+        if !variants.contains(a) {
+            return Err(EvalError::Usage(format!(
+                "--single-shot: `{a}` is not an evaluated arm ({})",
+                variants.join(", ")
+            )));
+        }
+    }
+    let judge_repeats = cfg.judge_repeats.max(1);
+    let judge_loaded = match cfg.judge.as_deref().map(str::trim) {
+        None | Some("offline") => None,
+        Some(arg) => Some(
+            judge::model::ModelJudge::load(
+                arg,
+                cfg.timeout_secs,
+                cfg.retries,
+                popts.calls.replay.is_some(),
+            )
+            .map_err(EvalError::Usage)?,
+        ),
+    };
     // Every usage check is done: only now may --record create (truncate) its file.
     if let (None, Some(path)) = (&popts.calls.record, &cfg.record_to) {
         let w = if cfg.resume {
@@ -544,7 +583,25 @@ pub async fn run_eval_until(
         .map_err(|e| EvalError::Usage(format!("--record: {e}")))?;
         popts.calls.record = Some(std::sync::Arc::new(w));
     }
-    let prepared = runner::open_repeats(programs, &popts, repeats)?;
+    let mut prepared = runner::open_repeats(programs, &popts, repeats)?;
+    let the_judge = std::sync::Arc::new(match judge_loaded {
+        None => judge::Judge::offline(judge_repeats),
+        Some(l) => judge::Judge {
+            name: cfg.judge.clone().unwrap_or_default(),
+            kind: judge::JudgeKind::Model(Box::new(
+                l.open(
+                    popts.calls.cache.clone(),
+                    popts.calls.record.clone(),
+                    popts.calls.replay.clone(),
+                )
+                .map_err(EvalError::Failed)?,
+            )),
+            repeats: judge_repeats,
+        },
+    });
+    for p in &mut prepared {
+        p.judge = Some(std::sync::Arc::clone(&the_judge));
+    }
     std::fs::create_dir_all(&cfg.out)
         .map_err(|e| EvalError::Failed(format!("cannot create {}: {e}", cfg.out.display())))?;
     // Held until this returns (dropping it removes the lock file).
@@ -730,6 +787,8 @@ pub async fn run_eval_until(
             .collect();
     }
     summary.settings = settings;
+    summary.loop_metrics =
+        judge::delta::loop_metrics(&variants, &ds.items, &rows, cfg.single_shot.as_deref());
     summary.gates = gates::check(&gate_list, &summary);
     let interrupted = cancel.is_cancelled() && (cancelled > 0 || not_started > 0);
     if interrupted {

@@ -360,6 +360,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         }
     }
     table(&mut o, &head, &rk);
+    o.push_str(&super::judge_report::html(s));
     if !s.dataset_errors.is_empty() {
         o.push_str("<h2>Dataset lines skipped</h2>");
         let rows: Vec<Vec<String>> = s

@@ -412,6 +412,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         .collect();
     table(&mut out, &head, &hist_rows);
 
+    out.push_str(&super::judge_report::markdown(s));
     let failed: Vec<&Row> = rows
         .iter()
         .filter(|r| r.status == crate::runtime::Status::Failed)

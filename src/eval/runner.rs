@@ -29,6 +29,9 @@ pub struct Prepared {
     pub program: Arc<Program>,
     /// Its resources.
     pub resources: Arc<Resources>,
+    /// The judge of the eval's faithfulness and answer relevancy (`None`: rows get
+    /// no judge metrics).
+    pub judge: Option<Arc<super::judge::Judge>>,
 }
 
 /// How to open every variant.
@@ -286,6 +289,7 @@ pub fn open_repeats(
                 repeat,
                 program: Arc::clone(&program),
                 resources: Arc::new(res),
+                judge: None,
             });
         }
     }
@@ -297,6 +301,11 @@ pub fn open_repeats(
 /// ([`StepRecord::documents`]).
 struct Capture {
     passes: Vec<Vec<String>>,
+    /// The (source, yes) verdicts of the run's grading steps
+    /// ([`super::judge::calibration::grading_step`]).
+    graded: Vec<(String, bool)>,
+    /// Some step graded documents.
+    grading: bool,
     /// Where retries go, with the run's variant and question id.
     on_retry: Option<(OnRetry, String, String)>,
 }
@@ -316,6 +325,12 @@ impl Observer for Capture {
             let docs = r.documents.as_deref().unwrap_or_default();
             self.passes
                 .push(docs.iter().map(|d| d.source.clone()).collect());
+        }
+        if r.error.is_none() {
+            if let Some(v) = super::judge::calibration::grading_step(r.kind, r.items.as_deref()) {
+                self.grading = true;
+                self.graded.extend(v);
+            }
         }
     }
     fn finish(&mut self, _: &RunResult) {}
@@ -369,6 +384,8 @@ async fn run_observed(
     };
     let mut cap = Capture {
         passes: Vec::new(),
+        graded: Vec::new(),
+        grading: false,
         on_retry: on_retry.map(|f| (f, p.name.clone(), shown_id)),
     };
     let input = RunInput {
@@ -381,6 +398,16 @@ async fn run_observed(
     let mut row = make_row(&p.name, item, &result, cap.passes, ms);
     row.repeat = p.repeat;
     row.retrieval = retrieves(&p.program);
+    if cap.grading {
+        row.metrics.grader = Some(super::judge::calibration::count(&cap.graded, &item.sources));
+    }
+    if let Some(j) = &p.judge {
+        if result.status != crate::runtime::Status::Interrupted {
+            let field = p.program.spec.output.documents.as_deref();
+            let context = super::judge::context_of(&result, field);
+            row.metrics.judge = Some(super::judge::judge_row(j, item, &row, &context).await);
+        }
+    }
     row
 }
 
@@ -444,6 +471,7 @@ pub async fn execute(
                 repeat: v.repeat,
                 program: Arc::clone(&v.program),
                 resources: Arc::clone(&v.resources),
+                judge: v.judge.clone(),
             })
         })
         .collect();

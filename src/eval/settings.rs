@@ -12,6 +12,8 @@
 //! | `corpus` | string or null | `--corpus`, as given |
 //! | `specs` | [{`path`, `fingerprint`}] | with several specs only: each spec as given and the blake3 of its files (the spec, then the prompts and schemas it reads) |
 //! | `repeats` | integer | `--repeats`, only when above 1 |
+//! | `judge` | string (absent: the offline judge) | `--judge` |
+//! | `judge_repeats` | integer (absent: 1) | `--judge-repeats` |
 //!
 //! `--resume` reads it back and refuses (a usage error) when any field differs,
 //! naming each field with its old and new value. A directory without settings.json
@@ -48,6 +50,12 @@ pub struct Settings {
     /// `--repeats N` when N > 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeats: Option<u32>,
+    /// `--judge` (`None`: the offline judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    /// `--judge-repeats` when above 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_repeats: Option<usize>,
 }
 
 /// A spec of an eval over several specs, as settings.json records it.
@@ -126,6 +134,12 @@ impl Settings {
             show(&self.repeats.unwrap_or(1)),
             show(&new.repeats.unwrap_or(1)),
         );
+        cmp("--judge", show(&self.judge), show(&new.judge));
+        cmp(
+            "--judge-repeats",
+            show(&self.judge_repeats),
+            show(&new.judge_repeats),
+        );
         out
     }
 
@@ -146,6 +160,12 @@ impl Settings {
         }
         if let Some(r) = self.repeats {
             parts.push(format!("--repeats {r}"));
+        }
+        if let Some(j) = &self.judge {
+            parts.push(format!("--judge {j}"));
+        }
+        if let Some(k) = self.judge_repeats {
+            parts.push(format!("--judge-repeats {k}"));
         }
         if parts.is_empty() {
             "none".into()

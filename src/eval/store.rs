@@ -161,6 +161,14 @@ pub struct RowMetrics {
     pub declined: bool,
     /// Status exhausted or limit.
     pub loop_bound: bool,
+    /// The judge's faithfulness and answer relevancy ([`super::judge`]); `null` in rows
+    /// written before the judge existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<super::verdicts::JudgeRow>,
+    /// The document grader's yes/no verdicts of the run, against the labels
+    /// ([`super::verdicts::GraderCounts`]); absent when no step graded documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grader: Option<super::verdicts::GraderCounts>,
 }
 
 /// One results.jsonl row (see the module docs).

@@ -24,7 +24,12 @@
 //!   "metrics": {name: {"value": mean or null, "n": questions it applies to, "ci": [low, high] or null}},
 //!   "latency_ms": {"p50", "p95", "p99", "max"}, "totals": {"calls", "input_tokens", "output_tokens", "cost_usd"},
 //!   "per_iteration": [{"iteration", "n", "recall", "precision"}],
-//!   "iterations_histogram": [[iterations, questions], ...]}
+//!   "iterations_histogram": [[iterations, questions], ...],
+//!   "judge": {"judge", "statuses": {metric: {status: n}}, "agreement"?},
+//!   "grader": {"rows", "verdicts", "yes", "yes_rate", "labelled_verdicts", "relevant",
+//!       "precision", "recall", "warning"?} or null}
+//! "loop": {"single_shot", "chosen_by", "deltas": [{"arm", "questions", "metrics":
+//!   [{"metric", "n", "single_shot", "arm", "diff", "ci"}]}]} (see super::judge::delta)
 //! ```
 //!
 //! Verdicts say how `b` compares with `a`: `better` / `worse` when the difference is
@@ -99,6 +104,10 @@ pub struct Aggregate {
     pub per_iteration: Vec<IterationStat>,
     /// (iterations, questions), ascending.
     pub iterations_histogram: Vec<(u32, usize)>,
+    /// The judge metrics' rows per status (counted apart) and agreement.
+    pub judge: super::judge::JudgeCounts,
+    /// The document grader against the labels (`null` when no run graded documents).
+    pub grader: Option<super::judge::calibration::Calibration>,
 }
 
 impl Aggregate {
@@ -194,6 +203,8 @@ pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
             })
             .collect(),
         iterations_histogram: hist.into_iter().collect(),
+        judge: super::judge::counts(rows.iter().map(|(r, _)| *r)),
+        grader: super::judge::calibration::calibrate(rows.iter().map(|(r, _)| *r)),
     }
 }
 
@@ -368,6 +379,10 @@ pub struct Summary {
     pub gates: Vec<GateOutcome>,
     /// The CLI settings the rows were run under (also in settings.json).
     pub settings: super::settings::Settings,
+    /// Mean iterations' companion: the single-shot arm and each other arm's iteration
+    /// delta ([`super::judge::delta`]).
+    #[serde(rename = "loop")]
+    pub loop_metrics: super::judge::delta::LoopMetrics,
     /// Whether some selected (variant, question) pair has no row: the figures cover
     /// part of the dataset only (an interrupted eval; `--resume` completes it).
     pub partial: bool,
@@ -590,6 +605,7 @@ pub fn summarize_with(
         comparisons,
         gates: Vec::new(),
         settings: super::settings::Settings::default(),
+        loop_metrics: super::judge::delta::LoopMetrics::default(),
     }
 }
 
@@ -603,7 +619,7 @@ mod tests {
         Item {
             id: format!("q{i}"),
             question: "q".into(),
-            answer: "a".into(),
+            answer: Some("a".into()),
             must_contain: vec!["x".into()],
             sources: vec!["book/a.html".into()],
             kind: "direct".into(),

@@ -151,6 +151,12 @@ pub async fn run_until(
                           documents: Option<Vec<RetrievedDoc>>,
                           error: Option<String>| {
             if tracing {
+                // A map step's documents are the items it fanned out over.
+                let (documents, items) = if matches!(node.body, Body::Map { .. }) {
+                    (None, documents)
+                } else {
+                    (documents, None)
+                };
                 obs.step(&StepRecord {
                     step: steps,
                     node: node.name.clone(),
@@ -162,6 +168,7 @@ pub async fn run_until(
                     route,
                     llm,
                     documents,
+                    items,
                     error,
                     retries: std::mem::take(&mut retries),
                 });

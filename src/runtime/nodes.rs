@@ -22,8 +22,9 @@ pub(super) struct NodeOut {
     pub(super) inputs: Inputs,
     pub(super) inputs_json: Map<String, Value>,
     pub(super) llm: Option<LlmStats>,
-    /// The documents a `retrieve` or `tool` node returned, in rank order (for its
-    /// step record).
+    /// The documents a `retrieve` or `tool` node returned, in rank order, or the
+    /// documents a `map` node fanned out over with their outputs (for its step
+    /// record: `documents` or `items`).
     pub(super) documents: Option<Vec<RetrievedDoc>>,
 }
 
@@ -247,6 +248,25 @@ fn retrieved(docs: &[crate::retrieval::Document]) -> Vec<RetrievedDoc> {
         .map(|d| RetrievedDoc {
             id: d.id.clone(),
             source: d.source().to_string(),
+            output: None,
+        })
+        .collect()
+}
+
+/// The documents a `map` step fanned out over, with each item's output, when every
+/// item is a document (an object with a string `id`; source as
+/// [`crate::retrieval::source_of`]); `None` otherwise.
+fn mapped_documents(items: &[Value], outs: &[Value]) -> Option<Vec<RetrievedDoc>> {
+    items
+        .iter()
+        .zip(outs)
+        .map(|(item, out)| {
+            let id = item.get("id")?.as_str()?;
+            Some(RetrievedDoc {
+                id: id.to_string(),
+                source: crate::retrieval::source_of(item)?,
+                output: Some(out.clone()),
+            })
         })
         .collect()
 }
@@ -392,6 +412,7 @@ pub(super) async fn exec(
                     out
                 }
             };
+            let item_json: Vec<Value> = items.iter().map(|(_, j)| j.clone()).collect();
             let mut reqs = Vec::with_capacity(items.len());
             for (i, item) in items.into_iter().enumerate() {
                 reqs.push(
@@ -432,8 +453,10 @@ pub(super) async fn exec(
             }
             drop(running);
             let outs: Vec<Value> = outs.into_iter().map(Option::unwrap_or_default).collect();
+            let documents = mapped_documents(&item_json, &outs);
             let mut o = NodeOut::plain(Some(Value::Array(outs)), node);
             o.llm = Some(meter.get());
+            o.documents = documents;
             Ok(o)
         }
     }

@@ -8,7 +8,10 @@
 //! "input_tokens", "output_tokens", "cost_usd", "saved_usd", "latency_ms"}}` (`cached`:
 //! calls answered from the response cache or a cassette, see [`LlmStats`]),
 //! `"documents": [{"id", "source"}]` on a `retrieve` or `tool` step (what its search
-//! returned, in rank order; `source` is `metadata.source`, else the id), a
+//! returned, in rank order; `source` is `metadata.source`, else the id),
+//! `"items": [{"id", "source", "output"}]` on a `map` step whose items are all
+//! documents (objects with a string `id`), in item order, each with its item's
+//! output (how eval finds a document grader's verdicts), a
 //! `"retries"` list when calls of the step were retried (one
 //! [`crate::retries::RetryEvent`] each: `{"node", "item", "attempt", "attempts",
 //! "after", "delay_ms"}`), and an `"error"` key on the step that failed. A last line `{"final": true, "status", "steps", "path", "error", ...}` ends
@@ -118,13 +121,18 @@ impl std::ops::AddAssign for LlmStats {
     }
 }
 
-/// One document a `retrieve` or `tool` step returned.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One document a `retrieve` or `tool` step returned (`documents`), or one document
+/// a `map` step fanned out over (`items`, with the item's output).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RetrievedDoc {
     /// The document id (a chunk id, or the UUID of a web result).
     pub id: String,
     /// Its source: `metadata.source` when that is a string, else the id.
     pub source: String,
+    /// In a `map` step's `items`: the output of the item that was this document (a
+    /// grader's verdict, say); absent in `documents`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// One executed step.
@@ -154,6 +162,11 @@ pub struct StepRecord {
     /// other kinds and for a step that failed before its search returned).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub documents: Option<Vec<RetrievedDoc>>,
+    /// On a `map` step whose items were all documents (objects with a string `id`):
+    /// those documents in item order, each with its item's `output` (absent
+    /// otherwise). How eval finds a document grader's verdicts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<RetrievedDoc>>,
     /// The error that stopped the run at this step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
