@@ -12,6 +12,7 @@ mod cassette_openai;
 mod cli;
 mod conformance;
 mod crag_web;
+mod datasets;
 mod dense;
 mod docs;
 mod embed_replay;
