@@ -85,7 +85,7 @@ pub(super) fn check(
     if let Some(cycle) = unbounded_cycle(ls, topo, state) {
         let cycle = rotate_to_back_edge(topo, cycle);
         let names: Vec<&str> = cycle.iter().map(|&ix| topo.name(ix)).collect();
-        let closing = closing_edge(&topo, &cycle);
+        let closing = closing_edge(topo, &cycle);
         let mut path = names.join(" -> ");
         path.push_str(" -> ");
         path.push_str(names[0]);
