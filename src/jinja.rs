@@ -33,8 +33,8 @@ pub use blocks::unclosed_at;
 mod paths;
 mod undefined;
 pub use undefined::{
-    closest, edit_distance, explain_error, explain_undefined, is_undefined_error, unset_detail,
-    Explanation,
+    closest, edit_distance, explain_error, explain_undefined, is_undefined_error, suggest,
+    unset_detail, Explanation,
 };
 
 /// The message for an undefined value that [`explain_error`] can explain: the path,

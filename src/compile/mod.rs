@@ -174,8 +174,10 @@ pub fn compile_in(
     }
     let mut files = checked.base.input_files();
     let mut units = Vec::with_capacity(checked.variants.len() + 1);
-    for (variant, spec) in std::iter::once((None, checked.base))
+    let topologies = checked.topologies;
+    for ((variant, spec), topology) in std::iter::once((None, checked.base))
         .chain(checked.variants.into_iter().map(|(n, s)| (Some(n), s)))
+        .zip(topologies)
     {
         for f in spec.input_files() {
             if !files.contains(&f) {
@@ -184,7 +186,8 @@ pub fn compile_in(
         }
         units.push(Unit {
             variant,
-            topology: Arc::new(Topology::build(&spec.spec)),
+            // Built by validation (no error: the references resolved).
+            topology: Arc::new(topology.unwrap_or_else(|| Topology::build(&spec.spec))),
             spec,
             program: None,
         });
@@ -267,18 +270,22 @@ impl CompiledSpec {
             self.units[at].program = Some(Arc::clone(&program));
             return Ok(program);
         }
-        let changed = self.apply(at, changes)?;
+        let (changed, topology) = self.apply(at, changes)?;
         for f in changed.input_files() {
             if !self.files.contains(&f) {
                 self.files.push(f);
             }
         }
-        let topology = Arc::new(Topology::build(&changed.spec));
+        let topology = Arc::new(topology.unwrap_or_else(|| Topology::build(&changed.spec)));
         Ok(Arc::new(build(&changed, topology, &mut self.sources)?))
     }
 
     /// A variant's merged spec with `changes` applied and checked.
-    fn apply(&mut self, at: usize, changes: &SpecOverrides) -> Result<LoadedSpec, LoadError> {
+    fn apply(
+        &mut self,
+        at: usize,
+        changes: &SpecOverrides,
+    ) -> Result<(LoadedSpec, Option<Topology>), LoadError> {
         let sources = &mut self.sources;
         let mut loaded = self.units[at].spec.clone();
         if !changes.set.is_empty() {
@@ -306,16 +313,14 @@ impl CompiledSpec {
         let opts = validate::Options {
             no_environment: true,
         };
-        let errors: Vec<Diagnostic> = validate::check(&loaded, sources, &opts)
-            .into_iter()
-            .filter(|d| d.is_error())
-            .collect();
+        let (found, topology) = validate::check_topology(&loaded, sources, &opts);
+        let errors: Vec<Diagnostic> = found.into_iter().filter(|d| d.is_error()).collect();
         if !errors.is_empty() {
             // The spec validated before: the changes are at fault (a usage error).
             let text = render::render(&errors, sources, Format::Human);
             return Err(LoadError::Usage(invalid_after(changes, &text)));
         }
-        Ok(loaded)
+        Ok((loaded, topology))
     }
 }
 
@@ -476,6 +481,38 @@ mod tests {
             programs[0].spec.retrievers["book"].top_k(),
             programs[2].spec.retrievers["book"].top_k()
         );
+    }
+
+    #[test]
+    fn each_topology_is_built_once_and_is_the_one_validation_checked() {
+        use crate::graph::compile::BUILDS;
+        let builds = |f: &mut dyn FnMut()| {
+            BUILDS.with(|c| c.set(0));
+            f();
+            BUILDS.with(std::cell::Cell::get)
+        };
+        let mut compiled = None;
+        // Base and 3 variants: one build each, by validation (was 2 each: the graph
+        // checks built their own).
+        let n = builds(&mut || compiled = Some(compile(&crag_ab(), &opts()).unwrap()));
+        assert_eq!(n, 4);
+        let mut compiled = compiled.unwrap();
+        let variants: Vec<String> = compiled.variant_names().map(str::to_string).collect();
+        let n = builds(&mut || {
+            compiled.program(None).unwrap();
+            for v in &variants {
+                compiled.program(Some(v)).unwrap();
+            }
+        });
+        assert_eq!(n, 0, "programs walk the topologies validation built");
+        let changes = SpecOverrides {
+            retries: Some(1),
+            ..SpecOverrides::default()
+        };
+        let n = builds(&mut || {
+            compiled.program_with(Some("top_k_8"), &changes).unwrap();
+        });
+        assert_eq!(n, 1, "a changed spec is checked and built once");
     }
 
     #[test]

@@ -32,10 +32,19 @@ pub struct Topology {
     pub entry: Option<NodeIndex>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times [`Topology::build`] ran on this thread (tests count the builds a
+    /// command makes: one per variant).
+    pub(crate) static BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Topology {
     /// Builds the topology of a spec. Edges to or from unknown nodes are left out
     /// (reference checks report them), so this never fails.
     pub fn build(spec: &Spec) -> Topology {
+        #[cfg(test)]
+        BUILDS.with(|c| c.set(c.get() + 1));
         let mut graph = DiGraph::new();
         let mut index = IndexMap::new();
         for name in spec.nodes.keys() {

@@ -133,6 +133,27 @@ pub fn unset_detail(name: &str, ctx: &JValue) -> String {
     s
 }
 
+/// "did you mean" help: the closest candidate by edit distance, when close enough
+/// (see [`closest`]); else the declared names, or "none are declared".
+pub fn suggest<'a, I, S>(name: &str, candidates: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str> + 'a,
+{
+    let mut all: Vec<String> = Vec::new();
+    for c in candidates {
+        let c = c.as_ref().to_string();
+        if !all.contains(&c) {
+            all.push(c);
+        }
+    }
+    match closest(name, &all) {
+        Some(c) => format!("did you mean `{c}`?"),
+        None if all.is_empty() => "none are declared".to_string(),
+        None => format!("declared: {}", all.join(", ")),
+    }
+}
+
 /// The closest candidate to `name` by edit distance, when close enough to be a typo
 /// (at most a third of the length, and at least 2, edits).
 pub fn closest<'a, S: AsRef<str>>(name: &str, candidates: &'a [S]) -> Option<&'a str> {

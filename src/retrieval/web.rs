@@ -95,22 +95,51 @@ pub fn tool_policy(timeout_secs: Option<f64>, retries: Option<u32>) -> CallPolic
 /// `/` on `base` is ignored, so `http://host/searx/` and `http://host/searx` agree.
 ///
 /// # Errors
-/// A message quoting the base URL.
-pub fn endpoint(base: &str, path: &str) -> Result<reqwest::Url, String> {
+/// A [`BaseUrlError`] quoting the base URL.
+pub fn endpoint(base: &str, path: &str) -> Result<reqwest::Url, BaseUrlError> {
     let trimmed = base.trim().trim_end_matches('/');
-    let url = reqwest::Url::parse(&format!("{trimmed}/{path}"))
-        .map_err(|e| format!("base_url `{base}` is not a valid URL: {e}"))?;
+    let url =
+        reqwest::Url::parse(&format!("{trimmed}/{path}")).map_err(|e| BaseUrlError::NotUrl {
+            base: base.to_string(),
+            reason: e.to_string(),
+        })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "base_url `{base}` must start with http:// or https://"
-        ));
+        return Err(BaseUrlError::NotHttp {
+            base: base.to_string(),
+        });
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "base_url `{base}` must not carry a query or fragment"
-        ));
+        return Err(BaseUrlError::QueryOrFragment {
+            base: base.to_string(),
+        });
     }
     Ok(url)
+}
+
+/// Why a tool's or embedding model's `base_url` is refused ([`endpoint`]); the
+/// message quotes the URL (callers prefix whose it is).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BaseUrlError {
+    /// The text does not parse as a URL (`reason`: the parser's).
+    #[error("base_url `{base}` is not a valid URL: {reason}")]
+    NotUrl {
+        /// The `base_url` as written.
+        base: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// Not http or https.
+    #[error("base_url `{base}` must start with http:// or https://")]
+    NotHttp {
+        /// The `base_url` as written.
+        base: String,
+    },
+    /// The URL carries a query or a fragment.
+    #[error("base_url `{base}` must not carry a query or fragment")]
+    QueryOrFragment {
+        /// The `base_url` as written.
+        base: String,
+    },
 }
 
 impl WebSearch {

@@ -16,7 +16,7 @@
 //! - Neither bound counts END.
 use super::expr::{to_jinja, Mirror, Scope};
 use super::nodes::{exec, name, Meter, UpdateNames};
-use super::program::{Body, EdgeProg, NodeProg, Program, Target};
+use super::program::{EdgeProg, NodeProg, Program, Target};
 use super::resources::Resources;
 use super::state::{initial_state, reduce};
 use super::status::Status;
@@ -152,7 +152,7 @@ pub async fn run_until(
                           error: Option<String>| {
             if tracing {
                 // A map step's documents are the items it fanned out over.
-                let (documents, items) = if matches!(node.body, Body::Map { .. }) {
+                let (documents, items) = if node.kind == "map" {
                     (None, documents)
                 } else {
                     (documents, None)
@@ -177,7 +177,7 @@ pub async fn run_until(
         let out = match outcome {
             None => {
                 let msg = format!("interrupted during node `{}`", node.name);
-                let llm = matches!(node.body, Body::Llm(_) | Body::Map { .. }).then(|| meter.get());
+                let llm = node.body.calls_llm().then(|| meter.get());
                 if let Some(l) = &llm {
                     result.usage += l;
                 }

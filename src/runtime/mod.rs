@@ -24,6 +24,7 @@
 pub mod expr;
 mod integers;
 pub mod interpreter;
+pub(crate) mod kinds;
 mod nodes;
 pub mod program;
 pub mod program_error;

@@ -1,13 +1,13 @@
 //! Running one node: retrieval, tool search, LLM calls (with fan-out, retries and
 //! schema repair turns), and the names `update` values can read.
-use super::expr::{render, to_jinja, to_json, Compiled, ExprError, Mirror, Names, Scope};
-use super::program::{Body, LlmProg, NodeProg, Program};
+use super::expr::{to_jinja, to_json, Compiled, ExprError, Mirror, Names, Scope};
+use super::kinds::Step;
+use super::program::{LlmProg, NodeProg, Program};
 use super::resources::Resources;
 use super::trace::{LlmStats, RetrievedDoc};
 use crate::providers::{LlmRequest, LlmResponse, Message, Provider, ProviderError};
 use crate::retrieval::SearchError;
 use futures::future::BoxFuture;
-use futures::StreamExt;
 use minijinja::value::Value as JValue;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -204,7 +204,8 @@ pub enum StepError {
 }
 
 impl StepError {
-    fn item(index: usize, error: StepError) -> StepError {
+    /// Item `index` of a map failed with `error`.
+    pub(super) fn item(index: usize, error: StepError) -> StepError {
         StepError::Item {
             index,
             error: Box::new(error),
@@ -256,7 +257,7 @@ fn retrieved(docs: &[crate::retrieval::Document]) -> Vec<RetrievedDoc> {
 /// The documents a `map` step fanned out over, with each item's output, when every
 /// item is a document (an object with a string `id`; source as
 /// [`crate::retrieval::source_of`]); `None` otherwise.
-fn mapped_documents(items: &[Value], outs: &[Value]) -> Option<Vec<RetrievedDoc>> {
+pub(super) fn mapped_documents(items: &[Value], outs: &[Value]) -> Option<Vec<RetrievedDoc>> {
     items
         .iter()
         .zip(outs)
@@ -272,7 +273,7 @@ fn mapped_documents(items: &[Value], outs: &[Value]) -> Option<Vec<RetrievedDoc>
 }
 
 /// A retrieve or tool node's output: the documents as JSON, their record view.
-fn documents_out(docs: Vec<crate::retrieval::Document>, node: &NodeProg) -> NodeOut {
+pub(super) fn documents_out(docs: Vec<crate::retrieval::Document>, node: &NodeProg) -> NodeOut {
     let refs = retrieved(&docs);
     let mut o = NodeOut::plain(Some(documents_json(docs)), node);
     o.documents = Some(refs);
@@ -293,6 +294,7 @@ fn documents_json(docs: Vec<crate::retrieval::Document>) -> Value {
     )
 }
 
+/// Runs one node: its kind's [`NodeBody::exec`](super::kinds::NodeBody::exec).
 pub(super) async fn exec(
     _program: &Program,
     node: &NodeProg,
@@ -301,168 +303,21 @@ pub(super) async fn exec(
     state: &Value,
     meter: &Meter,
 ) -> Result<NodeOut, Failure> {
-    let plain = |e: StepError| (e, None);
-    match &node.body {
-        Body::Update => Ok(NodeOut::plain(None, node)),
-        Body::Retrieve {
-            retriever,
-            query,
-            top_k,
-        } => {
-            let q = render(query, &Scope::make(mirror, Vec::new()))
-                .map_err(|e| plain(StepError::Query(e)))?;
-            let r = res
-                .retrievers
-                .get(retriever)
-                .ok_or_else(|| plain(StepError::RetrieverNotOpen(retriever.clone())))?;
-            let docs = r.search(&q, *top_k).await.map_err(|e| {
-                plain(StepError::Retriever {
-                    retriever: retriever.clone(),
-                    message: e,
-                })
-            })?;
-            Ok(documents_out(docs, node))
-        }
-        Body::Tool { tool, query, top_k } => {
-            let top_k = *top_k;
-            let q = render(query, &Scope::make(mirror, Vec::new()))
-                .map_err(|e| plain(StepError::Query(e)))?;
-            let r = res
-                .tools
-                .get(tool)
-                .ok_or_else(|| plain(StepError::ToolNotOpen(tool.clone())))?;
-            let docs = r.search(&q, top_k).await.map_err(|e| {
-                // Web-search tools name themselves already.
-                let own = format!("tool `{tool}`: ");
-                let e = e.to_string();
-                plain(StepError::Tool(if e.starts_with(&own) {
-                    e
-                } else {
-                    format!("{own}{e}")
-                }))
-            })?;
-            Ok(documents_out(docs, node))
-        }
-        Body::Llm(call) => {
-            let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let (req, inputs) = request(node, call, mirror, state, None).map_err(plain)?;
-            let first = provider.call(&req);
-            let out = complete(provider, call, &req, first, meter)
-                .await
-                .map_err(|e| (e, Some(meter.get())))?;
-            let mut o = NodeOut::plain(Some(out), node);
-            o.inputs = inputs;
-            o.inputs_json = req.inputs;
-            o.llm = Some(meter.get());
-            Ok(o)
-        }
-        Body::Map {
-            call,
-            over,
-            over_name,
-            concurrency,
-        } => {
-            let provider: &dyn Provider = &**provider(res, call).map_err(plain)?;
-            let not_list = |found: String| {
-                plain(StepError::NotAList {
-                    over: over.source.clone(),
-                    found,
-                })
-            };
-            // Items as template values and as JSON.
-            let items: Vec<(JValue, Value)> = match over_name
-                .as_deref()
-                .and_then(|n| Some((state.get(n)?, mirror.get(n)?)))
-            {
-                Some((Value::Array(json), jinja)) => {
-                    let j: Vec<JValue> = jinja
-                        .try_iter()
-                        .map_err(|e| not_list(super::expr::describe(&e)))?
-                        .collect();
-                    j.into_iter().zip(json.iter().cloned()).collect()
-                }
-                Some((other, _)) => {
-                    return Err(not_list(format!("it is {}", super::state::kind(other))))
-                }
-                None => {
-                    let list = over
-                        .eval(&Scope::make(mirror, Vec::new()))
-                        .map_err(|message| {
-                            plain(StepError::Over {
-                                over: over.source.clone(),
-                                message,
-                            })
-                        })?;
-                    // Strings and maps are iterable in templates, but fanning out over
-                    // characters or keys is never what a spec means.
-                    if !matches!(
-                        list.kind(),
-                        minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Iterable
-                    ) {
-                        return Err(not_list(format!("it is {}", list.kind())));
-                    }
-                    let mut out = Vec::new();
-                    for v in list
-                        .try_iter()
-                        .map_err(|e| not_list(super::expr::describe(&e)))?
-                    {
-                        let j = to_json(&v).map_err(|e| not_list(e.to_string()))?;
-                        out.push((v, j));
-                    }
-                    out
-                }
-            };
-            let item_json: Vec<Value> = items.iter().map(|(_, j)| j.clone()).collect();
-            let mut reqs = Vec::with_capacity(items.len());
-            for (i, item) in items.into_iter().enumerate() {
-                reqs.push(
-                    request(node, call, mirror, state, Some((i, item)))
-                        .map_err(|e| plain(StepError::item(i, e)))?
-                        .0,
-                );
-            }
-            // First calls are created in item order before any runs (see scripted).
-            let firsts: Vec<BoxFuture<'_, Result<LlmResponse, ProviderError>>> =
-                reqs.iter().map(|r| provider.call(r)).collect();
-            // Boxed one by one (not a closure in `map`): the run's future must stay
-            // `Send` for every lifetime so callers can `tokio::spawn` runs (rustc
-            // cannot prove it through a closure returning an async block).
-            let n = reqs.len();
-            let mut tasks: Vec<BoxFuture<'_, (usize, Result<Value, StepError>)>> =
-                Vec::with_capacity(n);
-            for (i, (req, first)) in reqs.iter().zip(firsts).enumerate() {
-                tasks.push(Box::pin(async move {
-                    (i, complete(provider, call, req, first, meter).await)
-                }));
-            }
-            // At most `concurrency` items in flight, results taken as they end. The
-            // first failure ends the node: the stream is dropped with it, and so are
-            // the siblings' calls in flight (their HTTP requests cancelled, their
-            // retries never made) and the items not started yet. The meter keeps the
-            // usage of every call that finished.
-            let mut running = futures::stream::iter(tasks).buffer_unordered((*concurrency).max(1));
-            let mut outs: Vec<Option<Value>> = vec![None; n];
-            while let Some((i, r)) = running.next().await {
-                match r {
-                    Ok(v) => outs[i] = Some(v),
-                    Err(e) => {
-                        drop(running);
-                        return Err((StepError::item(i, e), Some(meter.get())));
-                    }
-                }
-            }
-            drop(running);
-            let outs: Vec<Value> = outs.into_iter().map(Option::unwrap_or_default).collect();
-            let documents = mapped_documents(&item_json, &outs);
-            let mut o = NodeOut::plain(Some(Value::Array(outs)), node);
-            o.llm = Some(meter.get());
-            o.documents = documents;
-            Ok(o)
-        }
-    }
+    node.body
+        .exec(Step {
+            node,
+            res,
+            mirror,
+            state,
+            meter,
+        })
+        .await
 }
 
-fn provider<'r>(res: &'r Resources, call: &LlmProg) -> Result<&'r Arc<dyn Provider>, StepError> {
+pub(super) fn provider<'r>(
+    res: &'r Resources,
+    call: &LlmProg,
+) -> Result<&'r Arc<dyn Provider>, StepError> {
     res.providers
         .get(&call.model)
         .ok_or_else(|| StepError::NoProvider(call.model.clone()))
@@ -600,7 +455,7 @@ async fn timed(
 /// arguments that are not JSON, an unknown function), is shown back to the model
 /// with what is wrong, at most `repair_attempts` times. The retries of a `map`
 /// item's calls are reported as that item's ([`crate::retries::in_item`]).
-async fn complete(
+pub(super) async fn complete(
     provider: &dyn Provider,
     call: &LlmProg,
     first_req: &LlmRequest,

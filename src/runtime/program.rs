@@ -2,12 +2,11 @@
 //! from the texts validation read ([`Inputs`]), edge targets resolved to indices of
 //! the spec's [`Topology`]. Built by [`crate::compile`]; the runtime only reads it.
 use super::expr::{Compiled, Engine, EngineBuilder, Expr, ExprError};
+use super::kinds::{self, NodeBody};
 pub use super::program_error::{NodeFault, ProgramError, SetError};
 use super::state::SchemaCheck;
 use crate::graph::Topology;
-use crate::spec::types::{
-    LlmNode, ModelSpec, NodeSpec, Reducer, RetrieveNode, Spec, ToolNode, ToolSpec,
-};
+use crate::spec::types::{ModelSpec, Reducer, Spec};
 use crate::spec::LoadedSpec;
 use minijinja::Template;
 use petgraph::graph::NodeIndex;
@@ -88,7 +87,7 @@ pub enum PromptPart {
 }
 
 impl PromptPart {
-    fn new(t: Template<'static, 'static>) -> PromptPart {
+    pub(super) fn new(t: Template<'static, 'static>) -> PromptPart {
         if t.undeclared_variables(false).is_empty() {
             if let Ok(text) = t.render(()) {
                 return PromptPart::Static(text);
@@ -109,44 +108,6 @@ impl PromptPart {
     }
 }
 
-/// What a node does.
-#[derive(Debug)]
-pub enum Body {
-    /// Query a retriever.
-    Retrieve {
-        /// Retriever name.
-        retriever: String,
-        /// Query template.
-        query: Template<'static, 'static>,
-        /// Documents per query.
-        top_k: usize,
-    },
-    /// One LLM call.
-    Llm(LlmProg),
-    /// One LLM call per element of `over`.
-    Map {
-        /// The call.
-        call: LlmProg,
-        /// The list expression.
-        over: Expr,
-        /// `over` when it is a bare name (read directly from the state).
-        over_name: Option<String>,
-        /// Most calls in flight.
-        concurrency: usize,
-    },
-    /// Expressions only.
-    Update,
-    /// A tool search.
-    Tool {
-        /// Tool name.
-        tool: String,
-        /// Query template.
-        query: Template<'static, 'static>,
-        /// Results per query (the tool's `top_k`).
-        top_k: usize,
-    },
-}
-
 /// A compiled node.
 #[derive(Debug)]
 pub struct NodeProg {
@@ -156,8 +117,8 @@ pub struct NodeProg {
     pub kind: &'static str,
     /// Visit limit.
     pub max_visits: Option<u32>,
-    /// What it does.
-    pub body: Body,
+    /// What it does: its kind's compiled body (`kinds/`).
+    pub(super) body: Box<dyn NodeBody>,
     /// Field, its reducer, and the value to merge.
     pub update: Vec<(String, Reducer, Compiled)>,
     /// Outgoing edge.
@@ -235,19 +196,13 @@ impl Program {
             node: node.to_string(),
             fault,
         };
-        let prompt = |name: &str, part: &'static str| -> Result<String, ProgramError> {
-            files
-                .prompts
-                .get(&(name.to_string(), part))
-                .map(|t| t.to_string())
-                .ok_or_else(|| node_fault(name, NodeFault::PromptNotLoaded(part)))
-        };
 
         // Templates first: the environment is frozen before expressions compile.
         let mut builder = EngineBuilder::default();
         for (name, node) in &spec.nodes {
-            let add = |b: &mut EngineBuilder, part: &str, text: String| {
-                b.add_template(format!("{name}/{part}"), text)
+            let mut add = |part: &'static str, text: String| {
+                builder
+                    .add_template(format!("{name}/{part}"), text)
                     .map_err(|error| {
                         node_fault(
                             name,
@@ -258,124 +213,22 @@ impl Program {
                         )
                     })
             };
-            match node {
-                NodeSpec::Retrieve(RetrieveNode { query, .. })
-                | NodeSpec::Tool(ToolNode { query, .. }) => {
-                    add(&mut builder, "query", query.clone())?
-                }
-                NodeSpec::Llm(l) | NodeSpec::Map(l) => {
-                    if l.prompt.system.is_some() {
-                        add(&mut builder, "system", prompt(name, "system")?)?;
-                    }
-                    add(&mut builder, "user", prompt(name, "user")?)?;
-                }
-                NodeSpec::Update(_) => {}
-            }
+            kinds::templates(name, node, files, &mut add)?;
         }
         let engine = builder.build();
-        let tpl = |name: &str, part: &str| {
-            engine
-                .template(&format!("{name}/{part}"))
-                .map_err(|e| node_fault(name, NodeFault::NoTemplate(e)))
-        };
 
         let mut nodes = Vec::with_capacity(spec.nodes.len());
         for (name, node) in &spec.nodes {
             let in_node = |fault: NodeFault| node_fault(name, fault);
-            let llm = |l: &LlmNode| -> Result<LlmProg, ProgramError> {
-                let model_spec = spec
-                    .models
-                    .get(&l.model)
-                    .cloned()
-                    .map(Arc::new)
-                    .ok_or_else(|| in_node(NodeFault::UnknownModel(l.model.clone())))?;
-                let inputs = l
-                    .inputs
-                    .iter()
-                    .map(|(k, v)| {
-                        engine
-                            .value(v)
-                            .map(|c| (Arc::<str>::from(k.as_str()), c))
-                            .map_err(|error| {
-                                in_node(NodeFault::Input {
-                                    input: k.clone(),
-                                    error,
-                                })
-                            })
-                    })
-                    .collect::<Result<Vec<_>, ProgramError>>()?;
-                let schema = match &l.schema {
-                    Some(_) => {
-                        let v = files
-                            .schemas
-                            .get(name)
-                            .cloned()
-                            .ok_or_else(|| in_node(NodeFault::SchemaNotLoaded))?;
-                        let check =
-                            SchemaCheck::new(&v).map_err(|e| in_node(NodeFault::Schema(e)))?;
-                        Some((Arc::new(v), check))
-                    }
-                    None => None,
-                };
-                Ok(LlmProg {
-                    model: l.model.clone(),
-                    model_spec,
-                    task: l.task.clone(),
-                    inputs,
-                    system: if l.prompt.system.is_some() {
-                        Some(PromptPart::new(tpl(name, "system")?))
-                    } else {
-                        None
-                    },
-                    user: PromptPart::new(tpl(name, "user")?),
-                    schema,
-                    repairs: l.repair_attempts,
-                })
-            };
-            let body = match node {
-                NodeSpec::Retrieve(RetrieveNode {
-                    retriever, top_k, ..
-                }) => {
-                    let r = spec
-                        .retrievers
-                        .get(retriever)
-                        .ok_or_else(|| in_node(NodeFault::UnknownRetriever(retriever.clone())))?;
-                    Body::Retrieve {
-                        retriever: retriever.clone(),
-                        query: tpl(name, "query")?,
-                        top_k: top_k.unwrap_or(r.top_k()) as usize,
-                    }
-                }
-                NodeSpec::Llm(l) => Body::Llm(llm(l)?),
-                NodeSpec::Map(l) => {
-                    let over = l
-                        .over
-                        .as_deref()
-                        .ok_or_else(|| in_node(NodeFault::NoOver))?;
-                    Body::Map {
-                        call: llm(l)?,
-                        over: engine.expr(over).map_err(|e| in_node(NodeFault::Over(e)))?,
-                        over_name: match engine.value(&Value::String(over.to_string())) {
-                            Ok(Compiled::Name(n)) => Some(n.to_string()),
-                            _ => None,
-                        },
-                        concurrency: l.concurrency.unwrap_or(4).max(1) as usize,
-                    }
-                }
-                NodeSpec::Update(_) => Body::Update,
-                NodeSpec::Tool(ToolNode { tool, .. }) => Body::Tool {
-                    tool: tool.clone(),
-                    query: tpl(name, "query")?,
-                    top_k: match spec.tools.get(tool) {
-                        Some(
-                            ToolSpec::Corpus { top_k, .. }
-                            | ToolSpec::Searxng { top_k, .. }
-                            | ToolSpec::Tavily { top_k, .. },
-                        ) => *top_k as usize,
-                        None => return Err(in_node(NodeFault::UnknownTool(tool.clone()))),
-                    },
+            let body = kinds::compile(
+                &kinds::Compile {
+                    spec,
+                    engine: &engine,
+                    files,
+                    name,
                 },
-            };
+                node,
+            )?;
             let update = node
                 .update()
                 .iter()

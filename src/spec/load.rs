@@ -454,11 +454,10 @@ fn refine_untagged(
     mut segments: Vec<String>,
     work: &Value,
 ) -> (String, Vec<String>) {
-    fn precise<T: serde::de::DeserializeOwned>(
-        v: &Value,
+    fn with_path(
+        err: serde_path_to_error::Error<serde_json::Error>,
         mut segments: Vec<String>,
-    ) -> Option<(String, Vec<String>)> {
-        let err = serde_path_to_error::deserialize::<_, T>(v).err()?;
+    ) -> (String, Vec<String>) {
         for seg in err.path().iter() {
             match seg {
                 serde_path_to_error::Segment::Map { key } => segments.push(key.clone()),
@@ -466,7 +465,14 @@ fn refine_untagged(
                 _ => {}
             }
         }
-        Some((err.inner().to_string(), segments))
+        (err.inner().to_string(), segments)
+    }
+    fn precise<T: serde::de::DeserializeOwned>(
+        v: &Value,
+        segments: Vec<String>,
+    ) -> Option<(String, Vec<String>)> {
+        let err = serde_path_to_error::deserialize::<_, T>(v).err()?;
+        Some(with_path(err, segments))
     }
     // Nodes are an internally tagged enum: serde buffers the value and reports faults
     // inside it at the node, often as a misleading "missing field `kind`". Deserialize
@@ -478,13 +484,11 @@ fn refine_untagged(
             let kind = rest.shift_remove("kind");
             let base = segments[..2].to_vec();
             let rest = Value::Object(rest);
-            let refined = match kind.as_ref().and_then(Value::as_str) {
-                Some("retrieve") => precise::<super::types::RetrieveNode>(&rest, base),
-                Some("llm" | "map") => precise::<super::types::LlmNode>(&rest, base),
-                Some("update") => precise::<super::types::UpdateNode>(&rest, base),
-                Some("tool") => precise::<super::types::ToolNode>(&rest, base),
-                _ => None,
-            };
+            let refined = kind
+                .as_ref()
+                .and_then(Value::as_str)
+                .and_then(|k| super::types::NodeSpec::fields_error(k, &rest))
+                .map(|err| with_path(err, base));
             if let Some((m, segs)) = refined {
                 msg = m;
                 segments = segs;

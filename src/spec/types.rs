@@ -635,6 +635,28 @@ impl NodeSpec {
         }
     }
 
+    /// The precise typing error of a node's fields (the node without its `kind` key)
+    /// as the struct `kind` names, or `None` when they type (or the kind is unknown).
+    /// serde reports a fault inside an internally tagged enum at the node, often as a
+    /// misleading "missing field `kind`"; `load` shows this one instead.
+    pub(crate) fn fields_error(
+        kind: &str,
+        fields: &Value,
+    ) -> Option<serde_path_to_error::Error<serde_json::Error>> {
+        fn typed<T: serde::de::DeserializeOwned>(
+            v: &Value,
+        ) -> Option<serde_path_to_error::Error<serde_json::Error>> {
+            serde_path_to_error::deserialize::<_, T>(v).err()
+        }
+        match kind {
+            "retrieve" => typed::<RetrieveNode>(fields),
+            "llm" | "map" => typed::<LlmNode>(fields),
+            "update" => typed::<UpdateNode>(fields),
+            "tool" => typed::<ToolNode>(fields),
+            _ => None,
+        }
+    }
+
     /// The node's `update` map.
     pub fn update(&self) -> &IndexMap<String, Expr> {
         match self {

@@ -29,9 +29,15 @@ use petgraph::graph::{EdgeIndex, NodeIndex};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnostic>) {
+/// The graph checks over `topo`, the spec's [`Topology`] (built once by
+/// [`super::check_topology`], then kept by `compile` for the runtime and `graph`).
+pub(super) fn check(
+    ls: &LoadedSpec,
+    topo: &Topology,
+    state: &StateInfo,
+    diags: &mut Vec<Diagnostic>,
+) {
     let spec = &ls.spec;
-    let topo = Topology::build(spec);
     let Some(entry) = topo.entry else { return };
     let from_entry = reachable_from(&topo.graph, entry);
     let to_end = reaching(&topo.graph, topo.end);
@@ -56,7 +62,7 @@ pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnost
             );
         }
     }
-    super::arms::check(ls, &topo, diags);
+    super::arms::check(ls, topo, diags);
     // A predicate or update that does not compile, reads an unknown name or is
     // mistyped (E082-E085: its value is not what it reads like) is reported already;
     // reasoning over it would add a follow-on E054.
@@ -76,10 +82,10 @@ pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnost
     if unparsed {
         return;
     }
-    if let Some(cycle) = unbounded_cycle(ls, &topo, state) {
-        let cycle = rotate_to_back_edge(&topo, cycle);
+    if let Some(cycle) = unbounded_cycle(ls, topo, state) {
+        let cycle = rotate_to_back_edge(topo, cycle);
         let names: Vec<&str> = cycle.iter().map(|&ix| topo.name(ix)).collect();
-        let closing = closing_edge(&topo, &cycle);
+        let closing = closing_edge(topo, &cycle);
         let mut path = names.join(" -> ");
         path.push_str(" -> ");
         path.push_str(names[0]);

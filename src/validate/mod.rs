@@ -18,6 +18,7 @@ pub mod types;
 pub use schemas::{load_schema, LoadedSchema};
 
 use crate::diag::{sort_dedup, Diagnostic};
+use crate::graph::Topology;
 use crate::spec::source::Sources;
 use crate::spec::types::{SchemaRef, TemplateSource};
 use crate::spec::{load_spec, load_spec_str, overlay, LoadedSpec};
@@ -97,12 +98,16 @@ pub struct Checked {
     /// Every finding, sorted by place, base spec and variants together (a fault of
     /// the base spec that every variant repeats is kept once).
     pub diagnostics: Vec<Diagnostic>,
+    /// The [`Topology`] of the base spec, then of each of `variants` in order (`None`
+    /// where the references did not resolve; see [`check_topology`]).
+    pub topologies: Vec<Option<Topology>>,
 }
 
 /// Runs [`check`] once on the base spec and once on each variant's merged spec,
 /// keeping the merged specs (what [`validate_file`] does after loading).
 pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options) -> Checked {
-    let mut diagnostics = check(&loaded, sources, opts);
+    let (mut diagnostics, topology) = check_topology(&loaded, sources, opts);
+    let mut topologies = vec![topology];
     let mut variants = Vec::with_capacity(loaded.spec.variants.len());
     for name in loaded.spec.variants.keys() {
         match overlay::apply(&loaded, name) {
@@ -121,7 +126,9 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
                         )
                     })
                     .collect();
-                for mut d in check(&merged, sources, opts) {
+                let (found, topology) = check_topology(&merged, sources, opts);
+                topologies.push(topology);
+                for mut d in found {
                     d.variant.get_or_insert_with(|| name.clone());
                     let inside = match (d.span, block) {
                         (Some(s), Some(b)) => {
@@ -155,6 +162,7 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
         base: loaded,
         variants,
         diagnostics,
+        topologies,
     }
 }
 
@@ -216,6 +224,17 @@ thread_local! {
 
 /// Runs every check on one (base or merged) spec.
 pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
+    check_topology(spec, sources, opts).0
+}
+
+/// [`check`], also returning the spec's [`Topology`] when its references resolved:
+/// the graph checks ran over it, and `compile` keeps it for the runtime and `ragloop
+/// graph` (one topology per variant, built once).
+pub fn check_topology(
+    spec: &LoadedSpec,
+    sources: &mut Sources,
+    opts: &Options,
+) -> (Vec<Diagnostic>, Option<Topology>) {
     #[cfg(test)]
     CHECKS.with(|c| c.set(c.get() + 1));
     let mut diags = Vec::new();
@@ -224,8 +243,9 @@ pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Di
     retrieval::check(spec, &mut diags);
     let state = schemas::check(spec, sources, &mut diags);
     templates::check(spec, &state, sources, &mut diags);
-    if refs_ok {
-        graph::check(spec, &state, &mut diags);
+    let topology = refs_ok.then(|| Topology::build(&spec.spec));
+    if let Some(topo) = &topology {
+        graph::check(spec, topo, &state, &mut diags);
     }
-    diags
+    (diags, topology)
 }

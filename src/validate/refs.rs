@@ -4,9 +4,8 @@ use super::Options;
 use crate::diag::{Code, Diagnostic};
 use crate::graph::END;
 use crate::retrieval::RetrievalError;
-use crate::spec::types::{Edge, NodeSpec, Provider, RetrieveNode, ToolNode, ToolSpec};
+use crate::spec::types::{Edge, NodeSpec, RetrieveNode, ToolSpec};
 use crate::spec::LoadedSpec;
-use crate::tasks;
 
 /// The variant name `ragloop eval` uses for the spec without any variant.
 const RESERVED_VARIANT: &str = "base";
@@ -117,7 +116,7 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
         }
     }
     for (name, node) in &spec.nodes {
-        check_node(ls, name, node, diags);
+        crate::runtime::kinds::check_refs(ls, name, node, diags);
     }
     check_ranges(ls, diags);
     if !opts.no_environment {
@@ -278,159 +277,8 @@ fn check_branch(
     }
 }
 
-fn check_node(ls: &LoadedSpec, name: &str, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
-    let spec = &ls.spec;
-    match node {
-        NodeSpec::Retrieve(RetrieveNode { retriever, .. }) => {
-            if !spec.retrievers.contains_key(retriever) {
-                diags.push(
-                    Diagnostic::new(
-                        Code::UnknownRetriever,
-                        format!(
-                            "node `{name}` uses retriever `{retriever}`, which is not declared"
-                        ),
-                    )
-                    .at(ls.span(&["nodes", name, "retriever"]))
-                    .help(suggest(retriever, spec.retrievers.keys())),
-                );
-            }
-        }
-        NodeSpec::Tool(ToolNode { tool, .. }) => {
-            if !spec.tools.contains_key(tool) {
-                diags.push(
-                    Diagnostic::new(
-                        Code::UnknownTool,
-                        format!("node `{name}` uses tool `{tool}`, which is not declared"),
-                    )
-                    .at(ls.span(&["nodes", name, "tool"]))
-                    .help(suggest(tool, spec.tools.keys())),
-                );
-            }
-        }
-        NodeSpec::Llm(call) | NodeSpec::Map(call) => {
-            let is_map = matches!(node, NodeSpec::Map(_));
-            if is_map && call.over.is_none() {
-                diags.push(
-                    Diagnostic::new(
-                        Code::MissingKey,
-                        format!("map node `{name}` is missing required key `over`"),
-                    )
-                    .at(ls.key_span(&["nodes", name])),
-                );
-            }
-            if !is_map {
-                for key in ["over", "concurrency"] {
-                    if ls
-                        .spans
-                        .get(&crate::spec::yaml::pointer(&["nodes", name, key]))
-                        .is_some()
-                    {
-                        diags.push(
-                            Diagnostic::new(Code::UnknownKey, format!("`{key}` is only allowed on `map` nodes (node `{name}` is `llm`)"))
-                                .at(ls.key_span(&["nodes", name, key])),
-                        );
-                    }
-                }
-            }
-            match spec.models.get(&call.model) {
-                None => diags.push(
-                    Diagnostic::new(
-                        Code::UnknownModel,
-                        format!(
-                            "node `{name}` uses model `{}`, which is not declared",
-                            call.model
-                        ),
-                    )
-                    .at(ls.span(&["nodes", name, "model"]))
-                    .help(suggest(&call.model, spec.models.keys())),
-                ),
-                Some(model) => check_task(ls, name, call, model.provider, diags),
-            }
-        }
-        NodeSpec::Update(_) => {}
-    }
-}
-
-fn check_task(
-    ls: &LoadedSpec,
-    name: &str,
-    call: &crate::spec::types::LlmNode,
-    provider: Provider,
-    diags: &mut Vec<Diagnostic>,
-) {
-    let Some(task_name) = &call.task else {
-        if provider == Provider::Offline {
-            diags.push(
-                Diagnostic::new(
-                    Code::UnsupportedTask,
-                    format!("node `{name}` uses an `offline` model but names no `task`"),
-                )
-                .at(ls.key_span(&["nodes", name]))
-                .help(format!("the offline provider implements: {}", task_names())),
-            );
-        }
-        return;
-    };
-    let at = ls.span(&["nodes", name, "task"]);
-    match tasks::task(task_name) {
-        None => {
-            if provider == Provider::Offline {
-                diags.push(
-                    Diagnostic::new(
-                        Code::UnsupportedTask,
-                        format!("the offline provider has no task `{task_name}` (node `{name}`)"),
-                    )
-                    .at(at)
-                    .help(format!("it implements: {}", task_names())),
-                );
-            }
-        }
-        Some(task) => {
-            if provider == Provider::Offline {
-                for input in task.inputs {
-                    if !call.inputs.contains_key(*input) {
-                        diags.push(
-                            Diagnostic::new(
-                                Code::UnsupportedTask,
-                                format!("task `{task_name}` needs input `{input}`, which node `{name}` does not define under `inputs`"),
-                            )
-                            .at(at)
-                            .help(format!("`{task_name}` takes: {}", task.inputs.join(", "))),
-                        );
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn task_names() -> String {
-    tasks::TASKS
-        .iter()
-        .map(|t| t.name)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// "did you mean" help: the closest candidate by edit distance, when close enough.
-pub(crate) fn suggest<'a, I, S>(name: &str, candidates: I) -> String
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str> + 'a,
-{
-    let mut all: Vec<String> = Vec::new();
-    for c in candidates {
-        let c = c.as_ref().to_string();
-        if !all.contains(&c) {
-            all.push(c);
-        }
-    }
-    match crate::jinja::closest(name, &all) {
-        Some(c) => format!("did you mean `{c}`?"),
-        None if all.is_empty() => "none are declared".to_string(),
-        None => format!("declared: {}", all.join(", ")),
-    }
-}
+/// "did you mean" help (see [`crate::jinja::suggest`]).
+pub(crate) use crate::jinja::suggest;
 
 /// Numeric ranges the spec schema documents and serde cannot express: a value outside
 /// its range is [`Code::WrongType`] at the value.

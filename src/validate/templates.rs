@@ -5,9 +5,10 @@ use super::types::{self, Ty, Vars};
 use super::StateInfo;
 use crate::diag::{Code, Diagnostic};
 use crate::jinja::{self, GLOBAL_NAMES};
+use crate::runtime::kinds;
 use crate::spec::load::read_text;
 use crate::spec::source::{FileId, Sources, Span};
-use crate::spec::types::{Edge, NodeSpec, Reducer, RetrieveNode, TemplateSource, ToolNode};
+use crate::spec::types::{Edge, Reducer, SchemaRef, TemplateSource};
 use crate::spec::yaml::Limits;
 use crate::spec::LoadedSpec;
 use minijinja::Environment;
@@ -54,127 +55,27 @@ pub(super) fn check(
     let env = jinja::environment();
     let spec = &ls.spec;
     let state_ty = state_type(ls, state, sources);
-    let state_vars = |extra: &[(&str, Ty)]| -> Vars {
-        let mut v = Vars::new(!state.known);
-        if let Ty::Object { props, .. } = &state_ty {
-            for (k, t) in props {
-                v.insert(k.clone(), t.clone());
-            }
-        }
-        for name in state.fields.keys() {
-            if v.get(name).is_none() {
-                v.insert(name.clone(), Ty::Unknown);
-            }
-        }
-        for (k, t) in extra {
-            v.insert(*k, t.clone());
-        }
-        v
-    };
+    let state_vars = |extra: &[(&str, Ty)]| state_vars(state, &state_ty, extra);
     let scope_of = |extra: &[(&str, Ty)]| Scope {
         state,
         extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
         vars: state_vars(extra),
     };
     for (name, node) in &spec.nodes {
-        let base = scope_of(&[]);
-        let mut inputs_ty: Vec<(&str, Ty)> = Vec::new();
-        let output_ty = match node {
-            NodeSpec::Retrieve(RetrieveNode { query, .. })
-            | NodeSpec::Tool(ToolNode { query, .. }) => {
-                check_inline_template(
-                    ls,
-                    &env,
-                    query,
-                    &["nodes", name, "query"],
-                    &base,
-                    sources,
-                    diags,
-                );
-                Some(Ty::Array(Box::new(Ty::document())))
-            }
-            NodeSpec::Llm(call) | NodeSpec::Map(call) => {
-                let is_map = matches!(node, NodeSpec::Map(_));
-                let mut item_vars: Vec<(&str, Ty)> = Vec::new();
-                if let Some(over) = &call.over {
-                    let over_v = Value::String(over.clone());
-                    let at = ["nodes", name.as_str(), "over"];
-                    check_expression(
-                        ls,
-                        &env,
-                        &over_v,
-                        &at,
-                        &base,
-                        Code::ExpressionSyntax,
-                        Code::ExpressionUnknownVar,
-                        sources,
-                        diags,
-                    );
-                    let over_ty = type_expression(ls, &over_v, &at, &base, sources, diags);
-                    if is_map {
-                        item_vars.push(("item", over_ty.element()));
-                    }
-                } else if is_map {
-                    item_vars.push(("item", Ty::Unknown));
-                }
-                if is_map {
-                    item_vars.push(("index", Ty::Int));
-                }
-                let input_scope = scope_of(&item_vars);
-                for (input, expr) in &call.inputs {
-                    let at = ["nodes", name.as_str(), "inputs", input.as_str()];
-                    check_expression(
-                        ls,
-                        &env,
-                        expr,
-                        &at,
-                        &input_scope,
-                        Code::ExpressionSyntax,
-                        Code::ExpressionUnknownVar,
-                        sources,
-                        diags,
-                    );
-                    let t = type_expression(ls, expr, &at, &input_scope, sources, diags);
-                    inputs_ty.push((input.as_str(), t));
-                }
-                let mut extra = item_vars;
-                extra.extend(inputs_ty.iter().cloned());
-                let prompt_scope = scope_of(&extra);
-                if let Some(system) = &call.prompt.system {
-                    check_prompt(
-                        ls,
-                        &env,
-                        system,
-                        &["nodes", name, "prompt", "system"],
-                        &prompt_scope,
-                        sources,
-                        diags,
-                    );
-                }
-                check_prompt(
-                    ls,
-                    &env,
-                    &call.prompt.user,
-                    &["nodes", name, "prompt", "user"],
-                    &prompt_scope,
-                    sources,
-                    diags,
-                );
-                let one = match &call.schema {
-                    Some(sref) => {
-                        super::schemas::schema_value(ls, sref, &["nodes", name, "schema"], sources)
-                            .map_or(Ty::Unknown, |v| types::lower(&v, &v))
-                    }
-                    None => Ty::string(),
-                };
-                Some(if is_map {
-                    Ty::Array(Box::new(one))
-                } else {
-                    one
-                })
-            }
-            NodeSpec::Update(_) => None,
-        };
+        // The kind's own fields (`kinds/`), through the checks below.
+        let found = kinds::check_templates(
+            &mut Checker {
+                ls,
+                env: &env,
+                state,
+                state_ty: &state_ty,
+                sources,
+                diags,
+            },
+            name,
+            node,
+        );
+        let (output_ty, inputs_ty) = (found.output, found.inputs);
         let mut extra: Vec<(&str, Ty)> = inputs_ty;
         if node.has_output() {
             extra.push(("output", output_ty.unwrap_or(Ty::Unknown)));
@@ -268,6 +169,110 @@ pub(super) fn check(
             }
             type_expression(ls, &when_v, &at, &scope, sources, diags);
         }
+    }
+}
+
+/// Every name readable at a place with its type: the state's fields (typed by its
+/// schema, else unknown), then `extra`.
+fn state_vars(state: &StateInfo, state_ty: &Ty, extra: &[(&str, Ty)]) -> Vars {
+    let mut v = Vars::new(!state.known);
+    if let Ty::Object { props, .. } = state_ty {
+        for (k, t) in props {
+            v.insert(k.clone(), t.clone());
+        }
+    }
+    for name in state.fields.keys() {
+        if v.get(name).is_none() {
+            v.insert(name.clone(), Ty::Unknown);
+        }
+    }
+    for (k, t) in extra {
+        v.insert(*k, t.clone());
+    }
+    v
+}
+
+/// The template checks of this file, as the node kinds call them
+/// ([`kinds::TemplateChecks`]).
+struct Checker<'a, 'm> {
+    ls: &'a LoadedSpec,
+    env: &'a Environment<'static>,
+    state: &'a StateInfo,
+    state_ty: &'a Ty,
+    sources: &'m mut Sources,
+    diags: &'m mut Vec<Diagnostic>,
+}
+
+impl<'a> kinds::TemplateChecks for Checker<'a, '_> {
+    type Ty = Ty;
+    type Scope = Scope<'a>;
+
+    fn scope(&self, extra: &[(&str, Ty)]) -> Scope<'a> {
+        Scope {
+            state: self.state,
+            extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
+            vars: state_vars(self.state, self.state_ty, extra),
+        }
+    }
+
+    fn template(&mut self, scope: &Scope<'a>, text: &str, at: &[&str]) {
+        check_inline_template(self.ls, self.env, text, at, scope, self.sources, self.diags);
+    }
+
+    fn expression(&mut self, scope: &Scope<'a>, expr: &Value, at: &[&str]) -> Ty {
+        check_expression(
+            self.ls,
+            self.env,
+            expr,
+            at,
+            scope,
+            Code::ExpressionSyntax,
+            Code::ExpressionUnknownVar,
+            self.sources,
+            self.diags,
+        );
+        type_expression(self.ls, expr, at, scope, self.sources, self.diags)
+    }
+
+    fn prompt(&mut self, scope: &Scope<'a>, source: &TemplateSource, at: &[&str]) {
+        check_prompt(
+            self.ls,
+            self.env,
+            source,
+            at,
+            scope,
+            self.sources,
+            self.diags,
+        );
+    }
+
+    fn schema(&mut self, schema: &SchemaRef, at: &[&str]) -> Ty {
+        super::schemas::schema_value(self.ls, schema, at, self.sources)
+            .map_or(Ty::Unknown, |v| types::lower(&v, &v))
+    }
+
+    fn documents(&self) -> Ty {
+        Ty::Array(Box::new(Ty::document()))
+    }
+
+    fn string(&self) -> Ty {
+        Ty::string()
+    }
+
+    fn int(&self) -> Ty {
+        Ty::Int
+    }
+
+    fn unknown(&self) -> Ty {
+        Ty::Unknown
+    }
+
+    fn list(&self, t: Ty) -> Ty {
+        Ty::Array(Box::new(t))
+    }
+
+    fn element(&self, t: &Ty) -> Ty {
+        t.element()
     }
 }
 
