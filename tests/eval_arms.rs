@@ -639,3 +639,55 @@ fn the_table_opens_a_single_spec_report_and_the_hard_subset_follows_hard_and_kin
         stderr(&o)
     );
 }
+
+/// Seed 004's iterations are retrieval passes: an arm whose entry is not the retrieve
+/// node (a classifier or any step up front) still counts each pass, so its
+/// iteration delta and mean iterations are not stuck at 1.
+#[test]
+fn iterations_count_retrieval_passes_when_the_entry_is_another_node() {
+    const SPEC_C: &str = r#"version: 1
+name: arm_c
+state:
+  schema:
+    type: object
+    properties:
+      question: {type: string}
+      documents: {type: array}
+      passes: {type: integer}
+      answer: {type: string}
+    required: [question]
+  initial: {passes: 0}
+  reducers: {passes: add}
+models:
+  m: {provider: scripted, params: {file: fixture-a.json}}
+retrievers:
+  docs: {kind: bm25, corpus: corpus, top_k: 1}
+output: {answer: answer, documents: documents}
+limits: {max_steps: 20}
+entry: start
+nodes:
+  start: {kind: update, update: {passes: "0"}}
+  retrieve: {kind: retrieve, retriever: docs, query: "{{ question }}", update: {documents: output, passes: "1"}}
+  say: {kind: llm, model: m, prompt: {user: "{{ question }}"}, update: {answer: output}}
+edges:
+  start: retrieve
+  retrieve:
+    - when: passes < 3
+      to: retrieve
+    - else: say
+  say: END
+"#;
+    let env = Env::new(&dataset(2));
+    std::fs::write(env.path("c.yaml"), SPEC_C).unwrap();
+    let o = env.cmd(&["c.yaml"], "out").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = std::fs::read_to_string(env.path("out/results.jsonl")).unwrap();
+    for line in rows.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["retrieved"].as_array().unwrap().len(), 3, "{r}");
+        assert_eq!(
+            r["iterations"], 3,
+            "three retrieval passes, one entry visit: {r}"
+        );
+    }
+}

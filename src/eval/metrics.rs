@@ -250,7 +250,7 @@ pub const METRICS: &[MetricDef] = &[
     },
     MetricDef {
         name: "iterations",
-        description: "passes through the entry node (mean iterations)",
+        description: "retrieval passes (mean iterations; passes through the entry node for an arm without retrieval)",
         kind: Kind::Mean,
         higher_is_better: None,
         primary: false,

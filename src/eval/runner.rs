@@ -398,6 +398,12 @@ async fn run_observed(
     let mut row = make_row(&p.name, item, &result, cap.passes, ms);
     row.repeat = p.repeat;
     row.retrieval = retrieves(&p.program);
+    // Seed 004's iterations are retrieval passes. A graph whose entry is not its
+    // retrieve node (a classifier up front) visits the entry once however often it
+    // retrieves, so an arm that retrieves counts its passes.
+    if row.retrieval && !row.retrieved.is_empty() {
+        row.iterations = u32::try_from(row.retrieved.len()).unwrap_or(u32::MAX);
+    }
     if cap.grading {
         row.metrics.grader = Some(super::judge::calibration::count(&cap.graded, &item.sources));
     }

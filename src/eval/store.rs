@@ -13,7 +13,7 @@
 //! | `answer` | string or null | the answer |
 //! | `sources` | [string] | sources of the output documents |
 //! | `path` | [string] | nodes executed, in order |
-//! | `iterations` | integer | passes through the entry node |
+//! | `iterations` | integer | retrieval passes when the arm retrieves, else passes through the entry node |
 //! | `steps` | integer | node executions |
 //! | `retrieval` | bool | `false` when the arm's spec has no `retrieve` node (its recall and precision are n/a); absent otherwise |
 //! | `retrieved` | [[string]] | per retrieval pass (iteration), the `metadata.source` (else id) of each document returned, in rank order |
