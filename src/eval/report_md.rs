@@ -287,40 +287,8 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             "## Repeats: per-question spread ({} runs per question)\n\nOver questions with at least two repeats: questions whose must_contain outcome differs between repeats, and the mean per-question standard deviation (and latency range) across repeats.\n",
             s.repeats
         );
-        let rows: Vec<Vec<String>> = s
-            .spread
-            .iter()
-            .map(|(v, sp)| {
-                vec![
-                    v.clone(),
-                    sp.questions.to_string(),
-                    format!(
-                        "{} of {}",
-                        sp.must_contain_unstable, sp.must_contain_questions
-                    ),
-                    sp.must_contain_sd
-                        .map_or("n/a".into(), |x| format!("{x:.3}")),
-                    sp.f1_sd.map_or("n/a".into(), |x| format!("{x:.3}")),
-                    sp.latency_sd_ms.map_or("n/a".into(), |x| format!("{x:.1}")),
-                    sp.latency_range_ms
-                        .map_or("n/a".into(), |x| format!("{x:.1}")),
-                ]
-            })
-            .collect();
-        table(
-            &mut out,
-            &[
-                "arm",
-                "questions",
-                "must_contain unstable",
-                "sd must_contain",
-                "sd f1",
-                "sd latency ms",
-                "latency range ms",
-            ]
-            .map(String::from),
-            &rows,
-        );
+        let rows = super::spread::table_rows(&s.spread);
+        table(&mut out, &super::spread::COLUMNS.map(String::from), &rows);
     }
     let _ = writeln!(out, "## Answer and retrieval quality\n");
     let (quality, by_kind, loop_cols) = (

@@ -85,3 +85,38 @@ pub fn spread(rows: &Pairs<'_>) -> Spread {
     out.latency_range_ms = mean(&lat_range);
     out
 }
+
+/// Column heads of the reports' "Repeats: per-question spread" table.
+pub const COLUMNS: [&str; 7] = [
+    "arm",
+    "questions",
+    "must_contain unstable",
+    "sd must_contain",
+    "sd f1",
+    "sd latency ms",
+    "latency range ms",
+];
+
+/// The rows of that table, one per arm in `spread`'s order, cells as shown in both
+/// report.md and report.html (`n/a` where a figure has no value).
+pub fn table_rows(spread: &indexmap::IndexMap<String, Spread>) -> Vec<Vec<String>> {
+    let na =
+        |x: Option<f64>, decimals: usize| x.map_or("n/a".into(), |x| format!("{x:.decimals$}"));
+    spread
+        .iter()
+        .map(|(arm, sp)| {
+            vec![
+                arm.clone(),
+                sp.questions.to_string(),
+                format!(
+                    "{} of {}",
+                    sp.must_contain_unstable, sp.must_contain_questions
+                ),
+                na(sp.must_contain_sd, 3),
+                na(sp.f1_sd, 3),
+                na(sp.latency_sd_ms, 1),
+                na(sp.latency_range_ms, 1),
+            ]
+        })
+        .collect()
+}
