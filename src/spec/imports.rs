@@ -25,14 +25,14 @@
 //! imported spec does not define). Files that cannot be read, YAML errors in the
 //! imported file and paths escaping the root are reported as for any file
 //! (E007–E009, E010–, E031).
-use super::load::{read_text, resolve_under};
+use super::load::{read_text, resolve_under, tidy};
 use super::source::{FileId, Sources, Span};
 use super::yaml::{self, escape_segment, Limits, SpanIndex, ValueSpans};
 use crate::diag::{Code, Diagnostic};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// One entry of `imports:`: a spec file and the names to include from it.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
@@ -113,20 +113,6 @@ fn root_of(raw: &Value, path: &Path) -> Option<PathBuf> {
     dir.join(rel).canonicalize().ok()
 }
 
-/// `dir/../x` → `x`, `./x` → `x` (for showing paths).
-fn tidy(p: &Path) -> PathBuf {
-    let mut out: Vec<Component> = Vec::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
-                out.pop();
-            }
-            c => out.push(c),
-        }
-    }
-    out.iter().collect()
-}
 
 #[allow(clippy::too_many_arguments)]
 fn expand_in(

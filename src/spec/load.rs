@@ -40,18 +40,7 @@ impl LoadedSpec {
     /// the spec was named that way, with `.` and `dir/..` steps removed.
     pub fn shown(&self, rel: &str) -> PathBuf {
         let dir = self.path.parent().unwrap_or(Path::new(""));
-        let full = dir.join(self.spec.root.as_deref().unwrap_or(".")).join(rel);
-        let mut out: Vec<Component> = Vec::new();
-        for c in full.components() {
-            match c {
-                Component::CurDir => {}
-                Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
-                    out.pop();
-                }
-                c => out.push(c),
-            }
-        }
-        out.iter().collect()
+        tidy(&dir.join(self.spec.root.as_deref().unwrap_or(".")).join(rel))
     }
 
     /// Resolves a path written in the spec against the project root.
@@ -644,4 +633,20 @@ fn cut_entry(work: &mut Value, segments: &[String], unknown: Option<String>) -> 
             .is_some_and(|m| m.shift_remove(k).is_some()),
         _ => false,
     }
+}
+
+/// `dir/../x` → `x`, `./x` → `x`: a path as shown in messages (no file is read, so
+/// symlinks are not followed).
+pub(crate) fn tidy(p: &Path) -> PathBuf {
+    let mut out: Vec<Component> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out.iter().collect()
 }
