@@ -123,13 +123,32 @@ pub struct CompiledSpec {
     pub sources: Sources,
     /// The warnings (a compiled spec has no error).
     pub diagnostics: Vec<Diagnostic>,
-    /// The base spec first, then each variant in declaration order.
-    pub units: Vec<Unit>,
+    /// The base spec first, then each variant in declaration order. A variant's
+    /// merged spec is made again on first use ([`CompiledSpec::unit`]): checking does
+    /// not keep them (3,000 merged specs of 3,000 nodes do not fit in memory).
+    units: Vec<Slot>,
     /// Every file a run of the spec reads, as canonical paths: the spec, and the
     /// prompts, schemas and fixtures of the base spec and of every variant (and of
     /// every spec [`CompiledSpec::program_with`] changed). For refusing output paths that
     /// would overwrite an input.
     pub files: Vec<PathBuf>,
+}
+
+/// A unit, made on first use.
+#[derive(Debug)]
+struct Slot {
+    variant: Option<String>,
+    /// `None` inside when the overlay does not apply (it did when checked: never).
+    unit: std::sync::OnceLock<Option<Unit>>,
+}
+
+fn make_unit(spec: LoadedSpec) -> Unit {
+    Unit {
+        variant: spec.variant.clone(),
+        topology: Arc::new(Topology::build(&spec.spec)),
+        spec,
+        program: None,
+    }
 }
 
 /// Loads and checks the spec at `path` (base and every variant, each checked once).
@@ -164,7 +183,14 @@ pub fn compile_in(
             });
         }
     };
-    let checked = validate::check_variants(loaded, &mut sources, &vopts);
+    let mut files: indexmap::IndexSet<PathBuf> = loaded.input_files().into_iter().collect();
+    let checked = validate::check_variants_with(
+        loaded,
+        &mut sources,
+        &vopts,
+        validate::Mode::Incremental,
+        |merged| files.extend(merged.input_files()),
+    );
     if checked.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(CompileError {
             diagnostics: checked.diagnostics,
@@ -172,21 +198,17 @@ pub fn compile_in(
             sources,
         });
     }
-    let mut files = checked.base.input_files();
     let mut units = Vec::with_capacity(checked.variants.len() + 1);
-    for (variant, spec) in std::iter::once((None, checked.base))
-        .chain(checked.variants.into_iter().map(|(n, s)| (Some(n), s)))
-    {
-        for f in spec.input_files() {
-            if !files.contains(&f) {
-                files.push(f);
-            }
-        }
-        units.push(Unit {
-            variant,
-            topology: Arc::new(Topology::build(&spec.spec)),
-            spec,
-            program: None,
+    let base = std::sync::OnceLock::new();
+    let _ = base.set(Some(make_unit(checked.base)));
+    units.push(Slot {
+        variant: None,
+        unit: base,
+    });
+    for name in checked.variants {
+        units.push(Slot {
+            variant: Some(name),
+            unit: std::sync::OnceLock::new(),
         });
     }
     Ok(CompiledSpec {
@@ -194,19 +216,38 @@ pub fn compile_in(
         sources,
         diagnostics: checked.diagnostics,
         units,
-        files,
+        files: files.into_iter().collect(),
     })
 }
 
 impl CompiledSpec {
     /// The base spec.
     pub fn base(&self) -> &Unit {
-        &self.units[0]
+        self.made(0).expect("the base unit is made when compiled")
     }
 
-    /// The base spec (`None`) or a variant, if the spec defines it.
+    /// The unit at `at`, merged on first use.
+    fn made(&self, at: usize) -> Option<&Unit> {
+        let slot = self.units.get(at)?;
+        slot.unit
+            .get_or_init(|| {
+                let base = &self.units[0].unit.get()?.as_ref()?.spec;
+                let name = slot.variant.as_deref()?;
+                let mut merged = overlay::apply(base, name).ok()?;
+                merged.variant = Some(name.to_string());
+                Some(make_unit(merged))
+            })
+            .as_ref()
+    }
+
+    /// The base spec (`None`) or a variant, if the spec defines it (a variant's merged
+    /// spec and topology are made on first use).
     pub fn unit(&self, variant: Option<&str>) -> Option<&Unit> {
-        self.units.iter().find(|u| u.variant.as_deref() == variant)
+        let at = self
+            .units
+            .iter()
+            .position(|u| u.variant.as_deref() == variant)?;
+        self.made(at)
     }
 
     /// The variant names, in declaration order (the base spec not included).
@@ -254,17 +295,25 @@ impl CompiledSpec {
                 }
             )));
         };
+        if self.made(at).is_none() {
+            return Err(LoadError::Compile(format!(
+                "variant `{}` does not apply",
+                variant.unwrap_or_default()
+            )));
+        }
         if changes.is_empty() {
-            if let Some(p) = &self.units[at].program {
+            let Some(Some(unit)) = self.units[at].unit.get_mut() else {
+                unreachable!("made above")
+            };
+            if let Some(p) = &unit.program {
                 return Ok(Arc::clone(p));
             }
-            let unit = &self.units[at];
             let program = Arc::new(build(
                 &unit.spec,
                 Arc::clone(&unit.topology),
                 &mut self.sources,
             )?);
-            self.units[at].program = Some(Arc::clone(&program));
+            unit.program = Some(Arc::clone(&program));
             return Ok(program);
         }
         let changed = self.apply(at, changes)?;
@@ -279,8 +328,10 @@ impl CompiledSpec {
 
     /// A variant's merged spec with `changes` applied and checked.
     fn apply(&mut self, at: usize, changes: &SpecOverrides) -> Result<LoadedSpec, LoadError> {
+        let Some(mut loaded) = self.made(at).map(|u| u.spec.clone()) else {
+            return Err(LoadError::Compile("the variant does not apply".into()));
+        };
         let sources = &mut self.sources;
-        let mut loaded = self.units[at].spec.clone();
         if !changes.set.is_empty() {
             let parsed = changes
                 .set

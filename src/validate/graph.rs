@@ -60,19 +60,7 @@ pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnost
     // A predicate or update that does not compile, reads an unknown name or is
     // mistyped (E082-E085: its value is not what it reads like) is reported already;
     // reasoning over it would add a follow-on E054.
-    let unparsed = diags.iter().any(|d| {
-        matches!(
-            d.code,
-            Code::PredicateSyntax
-                | Code::PredicateUnknownVar
-                | Code::ExpressionSyntax
-                | Code::ExpressionUnknownVar
-                | Code::UnknownAttribute
-                | Code::EnumLiteral
-                | Code::IncompatibleOperands
-                | Code::UpdateType
-        )
-    });
+    let unparsed = diags.iter().any(|d| blocks_cycle_check(d.code));
     if unparsed {
         return;
     }
@@ -89,6 +77,22 @@ pub(super) fn check(ls: &LoadedSpec, state: &StateInfo, diags: &mut Vec<Diagnost
                 .help("set `max_visits` on a node of the cycle, or make staying on it require a counter that a node of the cycle increments to be below a bound (see \"Bounded cycles\" in docs/spec.md)"),
         );
     }
+}
+
+/// Whether a finding of an earlier check stops the cycle check (E054 reasons over
+/// predicates and updates that compile and are typed as they read).
+pub(super) fn blocks_cycle_check(code: Code) -> bool {
+    matches!(
+        code,
+        Code::PredicateSyntax
+            | Code::PredicateUnknownVar
+            | Code::ExpressionSyntax
+            | Code::ExpressionUnknownVar
+            | Code::UnknownAttribute
+            | Code::EnumLiteral
+            | Code::IncompatibleOperands
+            | Code::UpdateType
+    )
 }
 
 /// Rotates a cycle so that its closing edge (last → first) is the edge most likely to

@@ -14,6 +14,7 @@ mod retrieval;
 mod schemas;
 mod templates;
 pub mod types;
+mod variants;
 
 pub use schemas::{load_schema, LoadedSchema};
 
@@ -85,32 +86,61 @@ fn finish(
     }
 }
 
-/// A loaded spec checked with each of its variants, and the variants' merged specs.
+/// A loaded spec checked with each of its variants.
 #[derive(Debug)]
 pub struct Checked {
     /// The base spec.
     pub base: LoadedSpec,
-    /// Each variant's merged spec ([`overlay::apply`]), in declaration order, with
-    /// `variant` set; a variant whose overlay failed is left out (its faults are in
-    /// `diagnostics`).
-    pub variants: Vec<(String, LoadedSpec)>,
+    /// The variants whose overlay applied ([`overlay::apply`]), in declaration order;
+    /// a variant whose overlay failed is left out (its faults are in `diagnostics`).
+    /// Their merged specs are not kept (`compile` merges the ones it needs again).
+    pub variants: Vec<String>,
     /// Every finding, sorted by place, base spec and variants together (a fault of
     /// the base spec that every variant repeats is kept once).
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Runs [`check`] once on the base spec and once on each variant's merged spec,
-/// keeping the merged specs (what [`validate_file`] does after loading).
+/// Checks the base spec and each variant's merged spec (what [`validate_file`] does
+/// after loading). A variant is checked incrementally: only the parts of [`check`]
+/// its `set` paths affect run again (see `variants.rs`); the findings are those of
+/// [`check`] on every merged spec.
 pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options) -> Checked {
-    let mut diagnostics = check(&loaded, sources, opts);
-    let mut variants = Vec::with_capacity(loaded.spec.variants.len());
-    for name in loaded.spec.variants.keys() {
+    check_variants_with(loaded, sources, opts, Mode::Incremental, |_| {})
+}
+
+/// How [`check_variants_with`] checks a variant's merged spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The parts the variant affects (the default).
+    Incremental,
+    /// [`check`] on the whole merged spec (the reference the incremental check is
+    /// tested against).
+    Full,
+}
+
+/// [`check_variants`] with the [`Mode`] given, calling `each` with every variant's
+/// merged spec (`variant` set) before it is dropped.
+pub fn check_variants_with(
+    loaded: LoadedSpec,
+    sources: &mut Sources,
+    opts: &Options,
+    mode: Mode,
+    mut each: impl FnMut(&LoadedSpec),
+) -> Checked {
+    #[cfg(test)]
+    CHECKS.with(|c| c.set(c.get() + 1));
+    let base_parts = variants::parts(&loaded, sources, opts);
+    let mut diagnostics = variants::finish(&loaded, &base_parts);
+    let mut names = Vec::with_capacity(loaded.spec.variants.len());
+    for (name, variant) in &loaded.spec.variants {
         match overlay::apply(&loaded, name) {
             Ok(mut merged) => {
+                #[cfg(test)]
+                CHECKS.with(|c| c.set(c.get() + 1));
                 // Where the variant changes the spec, to point at from faults that
                 // show up in base lines.
                 let block = loaded.span(&["variants", name]);
-                let sets: Vec<_> = loaded.spec.variants[name]
+                let sets: Vec<_> = variant
                     .set
                     .keys()
                     .take(3)
@@ -121,7 +151,18 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
                         )
                     })
                     .collect();
-                for mut d in check(&merged, sources, opts) {
+                let found = match mode {
+                    Mode::Full => check_inner(&merged, sources, opts),
+                    Mode::Incremental => variants::check_variant(
+                        &loaded,
+                        &base_parts,
+                        &merged,
+                        variant.set.keys().map(String::as_str),
+                        sources,
+                        opts,
+                    ),
+                };
+                for mut d in found {
                     d.variant.get_or_insert_with(|| name.clone());
                     let inside = match (d.span, block) {
                         (Some(s), Some(b)) => {
@@ -137,7 +178,8 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
                     diagnostics.push(d);
                 }
                 merged.variant = Some(name.clone());
-                variants.push((name.clone(), merged));
+                each(&merged);
+                names.push(name.clone());
             }
             Err(ds) => diagnostics.extend(ds),
         }
@@ -153,7 +195,7 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
     sort_dedup(&mut diagnostics);
     Checked {
         base: loaded,
-        variants,
+        variants: names,
         diagnostics,
     }
 }
@@ -218,14 +260,9 @@ thread_local! {
 pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
     #[cfg(test)]
     CHECKS.with(|c| c.set(c.get() + 1));
-    let mut diags = Vec::new();
-    let refs_ok = refs::check(spec, opts, &mut diags);
-    models::check(spec, &mut diags);
-    retrieval::check(spec, &mut diags);
-    let state = schemas::check(spec, sources, &mut diags);
-    templates::check(spec, &state, sources, &mut diags);
-    if refs_ok {
-        graph::check(spec, &state, &mut diags);
-    }
-    diags
+    check_inner(spec, sources, opts)
+}
+
+fn check_inner(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
+    variants::finish(spec, &variants::parts(spec, sources, opts))
 }

@@ -45,18 +45,28 @@ impl Scope<'_> {
     }
 }
 
-pub(super) fn check(
-    ls: &LoadedSpec,
-    state: &StateInfo,
-    sources: &mut Sources,
-    diags: &mut Vec<Diagnostic>,
-) {
-    let env = jinja::environment();
-    let spec = &ls.spec;
-    let state_ty = state_type(ls, state, sources);
-    let state_vars = |extra: &[(&str, Ty)]| -> Vars {
+/// What the checks of one spec's templates share: the environment, the state and its
+/// type. Built once per spec checked; [`check_node`] and [`check_edges`] take it.
+pub(super) struct Ctx<'s> {
+    env: Environment<'static>,
+    state: &'s StateInfo,
+    state_ty: Ty,
+}
+
+impl<'s> Ctx<'s> {
+    /// The context of `ls` with the state its schema check found.
+    pub(super) fn new(ls: &LoadedSpec, state: &'s StateInfo, sources: &mut Sources) -> Ctx<'s> {
+        Ctx {
+            env: jinja::environment(),
+            state,
+            state_ty: state_type(ls, state, sources),
+        }
+    }
+
+    fn state_vars(&self, extra: &[(&str, Ty)]) -> Vars {
+        let state = self.state;
         let mut v = Vars::new(!state.known);
-        if let Ty::Object { props, .. } = &state_ty {
+        if let Ty::Object { props, .. } = &self.state_ty {
             for (k, t) in props {
                 v.insert(k.clone(), t.clone());
             }
@@ -70,13 +80,34 @@ pub(super) fn check(
             v.insert(*k, t.clone());
         }
         v
-    };
-    let scope_of = |extra: &[(&str, Ty)]| Scope {
-        state,
-        extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
-        vars: state_vars(extra),
-    };
-    for (name, node) in &spec.nodes {
+    }
+
+    fn scope_of(&self, extra: &[(&str, Ty)]) -> Scope<'s> {
+        Scope {
+            state: self.state,
+            extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
+            vars: self.state_vars(extra),
+        }
+    }
+}
+
+/// One node's templates, expressions and writes (its findings depend on the node, the
+/// state and the node's output schema only).
+pub(super) fn check_node(
+    ctx: &Ctx<'_>,
+    ls: &LoadedSpec,
+    name: &str,
+    node: &NodeSpec,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let env = &ctx.env;
+    let state = ctx.state;
+    let state_ty = &ctx.state_ty;
+    let spec = &ls.spec;
+    let scope_of = |extra: &[(&str, Ty)]| ctx.scope_of(extra);
+    let state_vars = |extra: &[(&str, Ty)]| ctx.state_vars(extra);
+    {
         let base = scope_of(&[]);
         let mut inputs_ty: Vec<(&str, Ty)> = Vec::new();
         let output_ty = match node {
@@ -84,7 +115,7 @@ pub(super) fn check(
             | NodeSpec::Tool(ToolNode { query, .. }) => {
                 check_inline_template(
                     ls,
-                    &env,
+                    env,
                     query,
                     &["nodes", name, "query"],
                     &base,
@@ -98,10 +129,10 @@ pub(super) fn check(
                 let mut item_vars: Vec<(&str, Ty)> = Vec::new();
                 if let Some(over) = &call.over {
                     let over_v = Value::String(over.clone());
-                    let at = ["nodes", name.as_str(), "over"];
+                    let at = ["nodes", name, "over"];
                     check_expression(
                         ls,
-                        &env,
+                        env,
                         &over_v,
                         &at,
                         &base,
@@ -122,10 +153,10 @@ pub(super) fn check(
                 }
                 let input_scope = scope_of(&item_vars);
                 for (input, expr) in &call.inputs {
-                    let at = ["nodes", name.as_str(), "inputs", input.as_str()];
+                    let at = ["nodes", name, "inputs", input.as_str()];
                     check_expression(
                         ls,
-                        &env,
+                        env,
                         expr,
                         &at,
                         &input_scope,
@@ -143,7 +174,7 @@ pub(super) fn check(
                 if let Some(system) = &call.prompt.system {
                     check_prompt(
                         ls,
-                        &env,
+                        env,
                         system,
                         &["nodes", name, "prompt", "system"],
                         &prompt_scope,
@@ -153,7 +184,7 @@ pub(super) fn check(
                 }
                 check_prompt(
                     ls,
-                    &env,
+                    env,
                     &call.prompt.user,
                     &["nodes", name, "prompt", "user"],
                     &prompt_scope,
@@ -199,10 +230,10 @@ pub(super) fn check(
                     .help(super::refs::suggest(field, state.fields.keys())),
                 );
             }
-            let at = ["nodes", name.as_str(), "update", field.as_str()];
+            let at = ["nodes", name, "update", field.as_str()];
             check_expression(
                 ls,
-                &env,
+                env,
                 expr,
                 &at,
                 &update_scope,
@@ -220,7 +251,18 @@ pub(super) fn check(
             }
         }
     }
-    let scope = scope_of(&[]);
+}
+
+/// Every branch's predicates (their findings depend on the edges and the state only).
+pub(super) fn check_edges(
+    ctx: &Ctx<'_>,
+    ls: &LoadedSpec,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let env = &ctx.env;
+    let spec = &ls.spec;
+    let scope = ctx.scope_of(&[]);
     for (from, edge) in &spec.edges {
         let Edge::Branch(arms) = edge else { continue };
         let mut always_true_at: Option<usize> = None;
@@ -244,7 +286,7 @@ pub(super) fn check(
             let when_v = Value::String(when.clone());
             if let Some(constant) = check_expression(
                 ls,
-                &env,
+                env,
                 &when_v,
                 &at,
                 &scope,
