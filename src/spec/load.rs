@@ -133,11 +133,29 @@ pub fn resolve_under(root: &Path, rel: &str, at: Option<Span>) -> Result<PathBuf
     match joined.canonicalize() {
         Ok(canon) if canon.starts_with(root) => Ok(canon),
         Ok(_) => Err(escapes()),
-        Err(e) => Err(
-            Diagnostic::new(Code::MissingFile, format!("cannot open `{rel}`: {e}"))
-                .at(at)
-                .help(format!("looked for {}", joined.display())),
-        ),
+        Err(e) => Err(Diagnostic::new(Code::MissingFile, missing_words(rel, &e))
+            .at(at)
+            .help(format!("looked for {}", joined.display()))),
+    }
+}
+
+/// Why `rel` cannot be opened, in words (no "(os error 2)").
+fn missing_words(rel: &str, e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => format!("file `{rel}` does not exist"),
+        K::PermissionDenied => format!("file `{rel}` cannot be opened: permission denied"),
+        K::NotADirectory => {
+            format!("file `{rel}` does not exist: a folder on its path is a file")
+        }
+        _ => {
+            let text = e.to_string();
+            let words = match text.find(" (os error") {
+                Some(i) => &text[..i],
+                None => &text,
+            };
+            format!("file `{rel}` cannot be opened: {}", words.to_lowercase())
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 mod arms;
 mod graph;
 mod guard;
+mod literals;
 mod models;
 mod refs;
 mod retrieval;
@@ -241,6 +242,16 @@ pub fn prompt_text(
     }
 }
 
+/// A missing file's diagnostic naming the spec key that refers to it
+/// (`file \`prompts/x.jinja\` does not exist (named by \`nodes.grade.prompt.user.file\`)`).
+fn named_by(mut d: Diagnostic, at: &[&str]) -> Diagnostic {
+    if d.code == crate::diag::Code::MissingFile {
+        d.message
+            .push_str(&format!(" (named by `{}`)", at.join(".")));
+    }
+    d
+}
+
 /// Facts about the state that several checks need.
 pub(crate) struct StateInfo {
     /// Field name → its property schema (`Value::Bool(true)` when the schema is unknown).
@@ -265,4 +276,86 @@ pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Di
 
 fn check_inner(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
     variants::finish(spec, &variants::parts(spec, sources, opts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Code;
+
+    fn codes(text: &str) -> Vec<Code> {
+        let mut sources = Sources::new();
+        let opts = Options {
+            no_environment: true,
+        };
+        let out = validate_str(Path::new("/tmp/spec.yaml"), text, &mut sources, &opts);
+        out.diagnostics.iter().map(|d| d.code).collect()
+    }
+
+    /// A loop `work -> work` that stays while `n < 3`, `n` of schema type `ty` moved
+    /// by `step` through `reducer` (`add`, or `replace` with `n + step`).
+    fn counter_loop(ty: &str, step: &str, reducer: &str) -> String {
+        let (reducers, update) = match reducer {
+            "add" => (format!("  reducers:\n    n: add\n"), step.to_string()),
+            _ => (String::new(), format!("\"n + {step}\"")),
+        };
+        format!(
+            "version: 1\nname: t\nstate:\n  schema:\n    type: object\n    properties:\n      n: {{type: {ty}}}\n      a: {{type: string}}\n  initial:\n    n: 0\n{reducers}output:\n  answer: a\nentry: work\nnodes:\n  work:\n    kind: update\n    update:\n      n: {update}\nedges:\n  work:\n    - when: n < 3\n      to: work\n    - else: END\n"
+        )
+    }
+
+    /// E054's counter rule: a step bounds the loop when it is an integer of at least 1,
+    /// or when the field is `integer`-typed (before: any nonzero step did, so
+    /// `n + 0.0000001` on a `number` field passed as a bound).
+    #[test]
+    fn a_counter_bounds_a_loop_only_with_an_integer_step_or_type() {
+        for ty in ["number", "integer"] {
+            for step in ["0.0000001", "0.5", "1.5", "1", "2", "0.25"] {
+                for reducer in ["add", "replace"] {
+                    let found = codes(&counter_loop(ty, step, reducer));
+                    let x: f64 = step.parse().unwrap();
+                    let bounded = ty == "integer" || (x.fract() == 0.0 && x >= 1.0);
+                    assert_eq!(
+                        !found.contains(&Code::UnboundedCycle),
+                        bounded,
+                        "{ty} field, step {step} by {reducer}: {found:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A missing file is said in words, with the key that names it (before: "cannot
+    /// open `p.jinja`: No such file or directory (os error 2)").
+    #[test]
+    fn a_missing_file_is_said_in_words() {
+        let text = "version: 1\nname: t\nstate:\n  schema: missing/state.json\nmodels:\n  m: {provider: scripted}\noutput:\n  answer: a\nentry: ask\nnodes:\n  ask:\n    kind: llm\n    model: m\n    prompt:\n      user: {file: nowhere/p.jinja}\nedges:\n  ask: END\n";
+        let mut sources = Sources::new();
+        let dir = tempfile::tempdir().unwrap();
+        let out = validate_str(
+            &dir.path().join("spec.yaml"),
+            text,
+            &mut sources,
+            &Options::default(),
+        );
+        let missing: Vec<&Diagnostic> = out
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == crate::diag::Code::MissingFile)
+            .collect();
+        let messages: Vec<&str> = missing.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "file `missing/state.json` does not exist (named by `state.schema`)",
+                "file `nowhere/p.jinja` does not exist (named by `nodes.ask.prompt.user.file`)",
+            ]
+        );
+        // Where: the reference's line and column.
+        let at: Vec<(u32, u32)> = missing
+            .iter()
+            .map(|d| d.span.map(|s| (s.line, s.col)).unwrap())
+            .collect();
+        assert_eq!(at, [(4, 11), (15, 20)]);
+    }
 }

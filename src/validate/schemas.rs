@@ -63,7 +63,9 @@ pub fn load_schema(
         },
         SchemaRef::File(rel) => {
             let span = ls.span(at);
-            let path = ls.resolve(rel, span).map_err(|d| vec![d])?;
+            let path = ls
+                .resolve(rel, span)
+                .map_err(|d| vec![super::named_by(d, at)])?;
             let shown = ls.shown(rel);
             let file = match sources.find(&shown) {
                 Some(f) => f,

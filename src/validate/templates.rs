@@ -51,15 +51,23 @@ pub(super) struct Ctx<'s> {
     env: Environment<'static>,
     state: &'s StateInfo,
     state_ty: Ty,
+    /// Literal updates against their field's whole schema.
+    literals: super::literals::Literals,
 }
 
 impl<'s> Ctx<'s> {
     /// The context of `ls` with the state its schema check found.
     pub(super) fn new(ls: &LoadedSpec, state: &'s StateInfo, sources: &mut Sources) -> Ctx<'s> {
+        let schema = if state.known {
+            super::schemas::schema_value(ls, &ls.spec.state.schema, &["state", "schema"], sources)
+        } else {
+            None
+        };
         Ctx {
             env: jinja::environment(),
             state,
-            state_ty: state_type(ls, state, sources),
+            state_ty: schema.as_ref().map_or(Ty::Unknown, |v| types::lower(v, v)),
+            literals: super::literals::Literals::new(schema),
         }
     }
 
@@ -231,6 +239,7 @@ pub(super) fn check_node(
                 );
             }
             let at = ["nodes", name, "update", field.as_str()];
+            let before = diags.len();
             check_expression(
                 ls,
                 env,
@@ -248,6 +257,10 @@ pub(super) fn check_node(
                     let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
                     check_update_type(ls, &at, field, expr, &value_ty, field_ty, reducer, diags);
                 }
+            }
+            let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
+            if diags.len() == before && reducer == Reducer::Replace {
+                ctx.literals.check(ls, &at, field, expr, diags);
             }
         }
     }
@@ -311,15 +324,6 @@ pub(super) fn check_edges(
             type_expression(ls, &when_v, &at, &scope, sources, diags);
         }
     }
-}
-
-/// The state's type from its schema ([`Ty::Unknown`] when it did not load).
-fn state_type(ls: &LoadedSpec, state: &StateInfo, sources: &mut Sources) -> Ty {
-    if !state.known {
-        return Ty::Unknown;
-    }
-    super::schemas::schema_value(ls, &ls.spec.state.schema, &["state", "schema"], sources)
-        .map_or(Ty::Unknown, |v| types::lower(&v, &v))
 }
 
 /// Type-checks an expression (a YAML string) or types a literal (any other value);
@@ -584,7 +588,7 @@ fn check_prompt(
             let file = match load_template_file(ls, &f.file, span, sources) {
                 Ok(id) => id,
                 Err(d) => {
-                    diags.push(d);
+                    diags.push(super::named_by(d, &file_at));
                     return;
                 }
             };
