@@ -143,7 +143,7 @@ enum Motion {
 /// counter never passes its bound.
 fn motion(field: &str, expr: &Value, reducer: Reducer, integer: bool) -> Option<Motion> {
     let sign = |x: f64| {
-        if !integer && !(x.fract() == 0.0 && x.abs() >= 1.0) {
+        if !(integer || (x.fract() == 0.0 && x.abs() >= 1.0)) {
             None
         } else if x > 0.0 {
             Some(1)

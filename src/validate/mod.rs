@@ -296,7 +296,7 @@ mod tests {
     /// by `step` through `reducer` (`add`, or `replace` with `n + step`).
     fn counter_loop(ty: &str, step: &str, reducer: &str) -> String {
         let (reducers, update) = match reducer {
-            "add" => (format!("  reducers:\n    n: add\n"), step.to_string()),
+            "add" => ("  reducers:\n    n: add\n".to_string(), step.to_string()),
             _ => (String::new(), format!("\"n + {step}\"")),
         };
         format!(
