@@ -184,12 +184,26 @@ pub fn compile_in(
         }
     };
     let mut files: indexmap::IndexSet<PathBuf> = loaded.input_files().into_iter().collect();
+    // Each variant's files, each path resolved once (not once per variant).
+    let mut seen: std::collections::HashSet<String> = loaded
+        .input_rels()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     let checked = validate::check_variants_with(
         loaded,
         &mut sources,
         &vopts,
         validate::Mode::Incremental,
-        |merged| files.extend(merged.input_files()),
+        |merged| {
+            for rel in merged.input_rels() {
+                if seen.insert(rel.to_string()) {
+                    if let Ok(p) = merged.resolve(rel, None) {
+                        files.insert(p);
+                    }
+                }
+            }
+        },
     );
     if checked.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(CompileError {

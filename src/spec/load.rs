@@ -68,6 +68,20 @@ impl LoadedSpec {
     /// fixtures of `scripted` models (`params.file`). Paths that do not resolve are
     /// left out. Output files (`--trace`, `--record`) must not be any of these.
     pub fn input_files(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self.path.canonicalize().into_iter().collect();
+        for r in self.input_rels() {
+            if let Ok(p) = self.resolve(r, None) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    /// The paths of [`LoadedSpec::input_files`] but the spec's own, as written
+    /// (relative to the root, not resolved: no file system access).
+    pub fn input_rels(&self) -> Vec<&str> {
         use crate::spec::types::{Provider, SchemaRef, TemplateSource};
         let mut rels: Vec<&str> = Vec::new();
         if let SchemaRef::File(f) = &self.spec.state.schema {
@@ -91,15 +105,7 @@ impl LoadedSpec {
                 }
             }
         }
-        let mut out: Vec<PathBuf> = self.path.canonicalize().into_iter().collect();
-        for r in rels {
-            if let Ok(p) = self.resolve(r, None) {
-                if !out.contains(&p) {
-                    out.push(p);
-                }
-            }
-        }
-        out
+        rels
     }
 }
 

@@ -42,8 +42,8 @@ pub(super) struct Parts {
     state_diags: Vec<Diagnostic>,
     nodes: IndexMap<String, NodeParts>,
     edges: Vec<Diagnostic>,
-    /// Whether the parts before the graph found a fault that stops the cycle check.
-    blocked: bool,
+    /// How many findings of the parts before the graph stop the cycle check.
+    blocking: usize,
     /// Nodes on a cycle of the topology (`None` when the references did not resolve).
     cyclic: Option<HashSet<String>>,
 }
@@ -89,11 +89,27 @@ pub(super) fn parts(ls: &LoadedSpec, sources: &mut Sources, opts: &Options) -> P
         state_diags,
         nodes,
         edges,
-        blocked: false,
+        blocking: 0,
         cyclic: refs_ok.then(|| cyclic_nodes(ls)),
     };
-    p.blocked = blocked(&p.refs, &p.state_diags, &p.nodes, &p.edges);
+    p.blocking = blocking(&p.refs)
+        + blocking(&p.state_diags)
+        + p.nodes.values().map(NodeParts::blocking).sum::<usize>()
+        + blocking(&p.edges);
     p
+}
+
+/// How many of `ds` stop the cycle check.
+fn blocking(ds: &[Diagnostic]) -> usize {
+    ds.iter()
+        .filter(|d| graph::blocks_cycle_check(d.code))
+        .count()
+}
+
+impl NodeParts {
+    fn blocking(&self) -> usize {
+        blocking(&self.schema) + blocking(&self.templates)
+    }
 }
 
 /// The nodes that lie on a cycle (a strongly connected component with an edge inside).
@@ -111,19 +127,6 @@ fn cyclic_nodes(ls: &LoadedSpec) -> HashSet<String> {
         }
     }
     out
-}
-
-fn blocked(
-    refs: &[Diagnostic],
-    state: &[Diagnostic],
-    nodes: &IndexMap<String, NodeParts>,
-    edges: &[Diagnostic],
-) -> bool {
-    let any = |ds: &[Diagnostic]| ds.iter().any(|d| graph::blocks_cycle_check(d.code));
-    any(refs)
-        || any(state)
-        || nodes.values().any(|p| any(&p.schema) || any(&p.templates))
-        || any(edges)
 }
 
 /// The parts in the order [`super::check`] reports them, then the graph part.
@@ -269,20 +272,24 @@ pub(super) fn check_variant<'a>(
             .or_else(|| bp.nodes.get(name))
             .unwrap_or(&empty)
     };
-    let is_blocked = {
-        let any = |ds: &[Diagnostic]| ds.iter().any(|d| graph::blocks_cycle_check(d.code));
-        any(&refs)
-            || any(if fresh_state {
-                &state_diags
-            } else {
-                &bp.state_diags
-            })
-            || merged.spec.nodes.keys().any(|n| {
-                let p = node_of(n);
-                any(&p.schema) || any(&p.templates)
-            })
-            || any(if fresh_edges { &edges } else { &bp.edges })
-    };
+    // The blocking findings of the merged spec: the base spec's, those of the parts
+    // run again replaced by theirs (no walk over the unchanged nodes).
+    let mut count = bp.blocking as isize;
+    let mut swap = |old: usize, new: usize| count += new as isize - old as isize;
+    swap(blocking(&bp.refs), blocking(&refs));
+    if fresh_state {
+        swap(blocking(&bp.state_diags), blocking(&state_diags));
+    }
+    for (name, p) in &nodes {
+        swap(
+            bp.nodes.get(*name).map_or(0, NodeParts::blocking),
+            p.blocking(),
+        );
+    }
+    if fresh_edges {
+        swap(blocking(&bp.edges), blocking(&edges));
+    }
+    let is_blocked = count > 0;
     let graph_again = refs_ok
         && (ch.all
             || ch.new_node
@@ -290,7 +297,7 @@ pub(super) fn check_variant<'a>(
             || ch.top("entry")
             || fresh_state
             || refs_ok != bp.refs_ok
-            || is_blocked != bp.blocked
+            || is_blocked != (bp.blocking > 0)
             || ch.nodes.iter().any(|n| {
                 bp.cyclic.as_ref().is_none_or(|c| c.contains(n))
                     && graph_keys_differ(base, merged, n)
