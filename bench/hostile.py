@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the hostile specs bench/validate.sh measures into the directory given:
 alias_bytes.yaml (one 1 MB scalar aliased 1,000 times), alias_count.yaml (300,000
-aliases), nodes_10000.yaml (10,000 nodes, no aliases) and
-nodes_3000_variants_3000.yaml (3,000 nodes, 3,000 variants)."""
+aliases), nodes_10000.yaml (10,000 nodes, no aliases), nodes_3000.yaml and
+nodes_3000_variants_3000.yaml (3,000 nodes, without and with 3,000 variants)."""
 import os
 import sys
 
@@ -36,4 +36,5 @@ def chain(nodes, variants):
 
 
 write("nodes_10000.yaml", chain(10000, 0))
+write("nodes_3000.yaml", chain(3000, 0))
 write("nodes_3000_variants_3000.yaml", chain(3000, 3000))

@@ -50,4 +50,5 @@ mod spec_schema;
 mod spec_words;
 mod terminal_escape;
 mod typecheck;
+mod variant_props;
 mod websearch;

@@ -102,8 +102,9 @@ pub fn run(args: ValidateArgs) -> ExitCode {
     for file in &files {
         let (mut diagnostics, variants) = match compile_in(file, &opts, sources) {
             Ok(c) => {
+                let variants = c.variant_names().count();
                 sources = c.sources;
-                (c.diagnostics, c.units.len() - 1)
+                (c.diagnostics, variants)
             }
             Err(e) => {
                 sources = e.sources;

@@ -123,13 +123,42 @@ pub struct CompiledSpec {
     pub sources: Sources,
     /// The warnings (a compiled spec has no error).
     pub diagnostics: Vec<Diagnostic>,
-    /// The base spec first, then each variant in declaration order.
-    pub units: Vec<Unit>,
+    /// The base spec first, then each variant in declaration order. A variant's
+    /// merged spec is made again on first use ([`CompiledSpec::unit`]): checking does
+    /// not keep them (3,000 merged specs of 3,000 nodes do not fit in memory).
+    units: Vec<Slot>,
     /// Every file a run of the spec reads, as canonical paths: the spec, and the
     /// prompts, schemas and fixtures of the base spec and of every variant (and of
     /// every spec [`CompiledSpec::program_with`] changed). For refusing output paths that
     /// would overwrite an input.
     pub files: Vec<PathBuf>,
+}
+
+/// A unit, made on first use.
+#[derive(Debug)]
+struct Slot {
+    variant: Option<String>,
+    /// `None` inside when the overlay does not apply (it did when checked: never).
+    unit: std::sync::OnceLock<Option<Unit>>,
+}
+
+/// The unit of a checked spec; `topology` is the one validation built, if it kept it
+/// (the base's), else it is built now (a variant's, on first use).
+fn make_unit(spec: LoadedSpec, topology: Option<Arc<Topology>>) -> Unit {
+    Unit {
+        variant: spec.variant.clone(),
+        topology: topology.unwrap_or_else(|| Arc::new(Topology::build(&spec.spec))),
+        spec,
+        program: None,
+    }
+}
+
+/// Whether `merged` has the graph of `base`: the same nodes in the same order, the
+/// same entry and the same edges as written (what [`Topology::build`] reads).
+fn same_graph(base: &LoadedSpec, merged: &LoadedSpec) -> bool {
+    base.spec.entry == merged.spec.entry
+        && base.spec.nodes.keys().eq(merged.spec.nodes.keys())
+        && base.raw.get("edges") == merged.raw.get("edges")
 }
 
 /// Loads and checks the spec at `path` (base and every variant, each checked once).
@@ -164,7 +193,28 @@ pub fn compile_in(
             });
         }
     };
-    let checked = validate::check_variants(loaded, &mut sources, &vopts);
+    let mut files: indexmap::IndexSet<PathBuf> = loaded.input_files().into_iter().collect();
+    // Each variant's files, each path resolved once (not once per variant).
+    let mut seen: std::collections::HashSet<String> = loaded
+        .input_rels()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let checked = validate::check_variants_with(
+        loaded,
+        &mut sources,
+        &vopts,
+        validate::Mode::Incremental,
+        |merged| {
+            for rel in merged.input_rels() {
+                if seen.insert(rel.to_string()) {
+                    if let Ok(p) = merged.resolve(rel, None) {
+                        files.insert(p);
+                    }
+                }
+            }
+        },
+    );
     if checked.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(CompileError {
             diagnostics: checked.diagnostics,
@@ -172,24 +222,17 @@ pub fn compile_in(
             sources,
         });
     }
-    let mut files = checked.base.input_files();
     let mut units = Vec::with_capacity(checked.variants.len() + 1);
-    let topologies = checked.topologies;
-    for ((variant, spec), topology) in std::iter::once((None, checked.base))
-        .chain(checked.variants.into_iter().map(|(n, s)| (Some(n), s)))
-        .zip(topologies)
-    {
-        for f in spec.input_files() {
-            if !files.contains(&f) {
-                files.push(f);
-            }
-        }
-        units.push(Unit {
-            variant,
-            // Built by validation (no error: the references resolved).
-            topology: Arc::new(topology.unwrap_or_else(|| Topology::build(&spec.spec))),
-            spec,
-            program: None,
+    let base = std::sync::OnceLock::new();
+    let _ = base.set(Some(make_unit(checked.base, checked.topology)));
+    units.push(Slot {
+        variant: None,
+        unit: base,
+    });
+    for name in checked.variants {
+        units.push(Slot {
+            variant: Some(name),
+            unit: std::sync::OnceLock::new(),
         });
     }
     Ok(CompiledSpec {
@@ -197,19 +240,42 @@ pub fn compile_in(
         sources,
         diagnostics: checked.diagnostics,
         units,
-        files,
+        files: files.into_iter().collect(),
     })
 }
 
 impl CompiledSpec {
     /// The base spec.
     pub fn base(&self) -> &Unit {
-        &self.units[0]
+        self.made(0).expect("the base unit is made when compiled")
     }
 
-    /// The base spec (`None`) or a variant, if the spec defines it.
+    /// The unit at `at`, merged on first use.
+    fn made(&self, at: usize) -> Option<&Unit> {
+        let slot = self.units.get(at)?;
+        slot.unit
+            .get_or_init(|| {
+                let base_unit = self.units[0].unit.get()?.as_ref()?;
+                let base = &base_unit.spec;
+                let name = slot.variant.as_deref()?;
+                let mut merged = overlay::apply(base, name).ok()?;
+                merged.variant = Some(name.to_string());
+                // A variant that keeps the nodes, entry and edges walks the base's
+                // topology (the same graph, the same node indices).
+                let same = same_graph(base, &merged).then(|| Arc::clone(&base_unit.topology));
+                Some(make_unit(merged, same))
+            })
+            .as_ref()
+    }
+
+    /// The base spec (`None`) or a variant, if the spec defines it (a variant's merged
+    /// spec and topology are made on first use).
     pub fn unit(&self, variant: Option<&str>) -> Option<&Unit> {
-        self.units.iter().find(|u| u.variant.as_deref() == variant)
+        let at = self
+            .units
+            .iter()
+            .position(|u| u.variant.as_deref() == variant)?;
+        self.made(at)
     }
 
     /// The variant names, in declaration order (the base spec not included).
@@ -257,17 +323,25 @@ impl CompiledSpec {
                 }
             )));
         };
+        if self.made(at).is_none() {
+            return Err(LoadError::Compile(format!(
+                "variant `{}` does not apply",
+                variant.unwrap_or_default()
+            )));
+        }
         if changes.is_empty() {
-            if let Some(p) = &self.units[at].program {
+            let Some(Some(unit)) = self.units[at].unit.get_mut() else {
+                unreachable!("made above")
+            };
+            if let Some(p) = &unit.program {
                 return Ok(Arc::clone(p));
             }
-            let unit = &self.units[at];
             let program = Arc::new(build(
                 &unit.spec,
                 Arc::clone(&unit.topology),
                 &mut self.sources,
             )?);
-            self.units[at].program = Some(Arc::clone(&program));
+            unit.program = Some(Arc::clone(&program));
             return Ok(program);
         }
         let (changed, topology) = self.apply(at, changes)?;
@@ -276,7 +350,7 @@ impl CompiledSpec {
                 self.files.push(f);
             }
         }
-        let topology = Arc::new(topology.unwrap_or_else(|| Topology::build(&changed.spec)));
+        let topology = topology.unwrap_or_else(|| Arc::new(Topology::build(&changed.spec)));
         Ok(Arc::new(build(&changed, topology, &mut self.sources)?))
     }
 
@@ -285,9 +359,11 @@ impl CompiledSpec {
         &mut self,
         at: usize,
         changes: &SpecOverrides,
-    ) -> Result<(LoadedSpec, Option<Topology>), LoadError> {
+    ) -> Result<(LoadedSpec, Option<Arc<Topology>>), LoadError> {
+        let Some(mut loaded) = self.made(at).map(|u| u.spec.clone()) else {
+            return Err(LoadError::Compile("the variant does not apply".into()));
+        };
         let sources = &mut self.sources;
-        let mut loaded = self.units[at].spec.clone();
         if !changes.set.is_empty() {
             let parsed = changes
                 .set
@@ -492,10 +568,12 @@ mod tests {
             BUILDS.with(std::cell::Cell::get)
         };
         let mut compiled = None;
-        // Base and 3 variants: one build each, by validation (was 2 each: the graph
-        // checks built their own).
+        // The base: one build, by validation (was 2: the graph checks built their
+        // own). crag-ab's variants keep the graph: their graph checks do not run
+        // again, and compiling reuses the base's topology (was one build per variant
+        // since the compile-once change, two before it).
         let n = builds(&mut || compiled = Some(compile(&crag_ab(), &opts()).unwrap()));
-        assert_eq!(n, 4);
+        assert_eq!(n, 1, "one build for a base and 3 variants");
         let mut compiled = compiled.unwrap();
         let variants: Vec<String> = compiled.variant_names().map(str::to_string).collect();
         let n = builds(&mut || {
@@ -504,7 +582,15 @@ mod tests {
                 compiled.program(Some(v)).unwrap();
             }
         });
-        assert_eq!(n, 0, "programs walk the topologies validation built");
+        assert_eq!(n, 0, "programs walk the topology validation built");
+        let base = Arc::clone(&compiled.base().topology);
+        for v in &variants {
+            let unit = compiled.unit(Some(v)).unwrap();
+            assert!(
+                Arc::ptr_eq(&unit.topology, &base),
+                "{v} shares the base's topology"
+            );
+        }
         let changes = SpecOverrides {
             retries: Some(1),
             ..SpecOverrides::default()

@@ -216,6 +216,11 @@ codes! {
     /// fit (`iterations: "'three'"`), or a string outside the field's `enum`. With a
     /// reducer the value is checked against what the reducer takes: an element or an
     /// array of elements for `append`, a number for `add`, an object for `merge`.
+    /// A literal written by a `replace` update (a YAML value, or an expression that is
+    /// only a literal: `"2.5"`) is validated against the field's whole schema
+    /// (`minimum`, `integer`, a nested `enum`, `additionalProperties: false`,
+    /// `format`, through `$ref`s) and reported at the literal, or at the nested value
+    /// that violates it; other expressions only by their types.
     UpdateType = "E085", "update value cannot satisfy the field schema";
     /// A JSON Schema names a `format` that ragloop's validator does not know
     /// (`datetime` for `date-time`). Formats are asserted (a structured output whose

@@ -113,7 +113,6 @@ fn root_of(raw: &Value, path: &Path) -> Option<PathBuf> {
     dir.join(rel).canonicalize().ok()
 }
 
-
 #[allow(clippy::too_many_arguments)]
 fn expand_in(
     raw: &mut Value,

@@ -57,6 +57,20 @@ impl LoadedSpec {
     /// fixtures of `scripted` models (`params.file`). Paths that do not resolve are
     /// left out. Output files (`--trace`, `--record`) must not be any of these.
     pub fn input_files(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self.path.canonicalize().into_iter().collect();
+        for r in self.input_rels() {
+            if let Ok(p) = self.resolve(r, None) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    /// The paths of [`LoadedSpec::input_files`] but the spec's own, as written
+    /// (relative to the root, not resolved: no file system access).
+    pub fn input_rels(&self) -> Vec<&str> {
         use crate::spec::types::{Provider, SchemaRef, TemplateSource};
         let mut rels: Vec<&str> = Vec::new();
         if let SchemaRef::File(f) = &self.spec.state.schema {
@@ -83,15 +97,7 @@ impl LoadedSpec {
         for i in &self.spec.imports {
             rels.push(&i.spec);
         }
-        let mut out: Vec<PathBuf> = self.path.canonicalize().into_iter().collect();
-        for r in rels {
-            if let Ok(p) = self.resolve(r, None) {
-                if !out.contains(&p) {
-                    out.push(p);
-                }
-            }
-        }
-        out
+        rels
     }
 }
 
@@ -125,11 +131,29 @@ pub fn resolve_under(root: &Path, rel: &str, at: Option<Span>) -> Result<PathBuf
     match joined.canonicalize() {
         Ok(canon) if canon.starts_with(root) => Ok(canon),
         Ok(_) => Err(escapes()),
-        Err(e) => Err(
-            Diagnostic::new(Code::MissingFile, format!("cannot open `{rel}`: {e}"))
-                .at(at)
-                .help(format!("looked for {}", joined.display())),
-        ),
+        Err(e) => Err(Diagnostic::new(Code::MissingFile, missing_words(rel, &e))
+            .at(at)
+            .help(format!("looked for {}", joined.display()))),
+    }
+}
+
+/// Why `rel` cannot be opened, in words (no "(os error 2)").
+fn missing_words(rel: &str, e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => format!("file `{rel}` does not exist"),
+        K::PermissionDenied => format!("file `{rel}` cannot be opened: permission denied"),
+        K::NotADirectory => {
+            format!("file `{rel}` does not exist: a folder on its path is a file")
+        }
+        _ => {
+            let text = e.to_string();
+            let words = match text.find(" (os error") {
+                Some(i) => &text[..i],
+                None => &text,
+            };
+            format!("file `{rel}` cannot be opened: {}", words.to_lowercase())
+        }
     }
 }
 

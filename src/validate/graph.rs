@@ -66,19 +66,7 @@ pub(super) fn check(
     // A predicate or update that does not compile, reads an unknown name or is
     // mistyped (E082-E085: its value is not what it reads like) is reported already;
     // reasoning over it would add a follow-on E054.
-    let unparsed = diags.iter().any(|d| {
-        matches!(
-            d.code,
-            Code::PredicateSyntax
-                | Code::PredicateUnknownVar
-                | Code::ExpressionSyntax
-                | Code::ExpressionUnknownVar
-                | Code::UnknownAttribute
-                | Code::EnumLiteral
-                | Code::IncompatibleOperands
-                | Code::UpdateType
-        )
-    });
+    let unparsed = diags.iter().any(|d| blocks_cycle_check(d.code));
     if unparsed {
         return;
     }
@@ -95,6 +83,22 @@ pub(super) fn check(
                 .help("set `max_visits` on a node of the cycle, or make staying on it require a counter that a node of the cycle increments to be below a bound (see \"Bounded cycles\" in docs/spec.md)"),
         );
     }
+}
+
+/// Whether a finding of an earlier check stops the cycle check (E054 reasons over
+/// predicates and updates that compile and are typed as they read).
+pub(super) fn blocks_cycle_check(code: Code) -> bool {
+    matches!(
+        code,
+        Code::PredicateSyntax
+            | Code::PredicateUnknownVar
+            | Code::ExpressionSyntax
+            | Code::ExpressionUnknownVar
+            | Code::UnknownAttribute
+            | Code::EnumLiteral
+            | Code::IncompatibleOperands
+            | Code::UpdateType
+    )
 }
 
 /// Rotates a cycle so that its closing edge (last → first) is the edge most likely to
@@ -139,10 +143,15 @@ enum Motion {
     Latch(serde_json::Value),
 }
 
-/// How one write moves `field`, when it is monotone.
-fn motion(field: &str, expr: &Value, reducer: Reducer) -> Option<Motion> {
+/// How one write moves `field`, when it is monotone. A counter's step must be an
+/// integer of at least 1 (either sign) unless the field is `integer`-typed: a float
+/// step can be absorbed (`1e16 + 1 == 1e16`) or shrink (`x + 0.0000001`) so that the
+/// counter never passes its bound.
+fn motion(field: &str, expr: &Value, reducer: Reducer, integer: bool) -> Option<Motion> {
     let sign = |x: f64| {
-        if x > 0.0 {
+        if !(integer || (x.fract() == 0.0 && x.abs() >= 1.0)) {
+            None
+        } else if x > 0.0 {
             Some(1)
         } else if x < 0.0 {
             Some(-1)
@@ -195,6 +204,20 @@ pub(crate) fn unbounded_cycle(
             scc_of[ix.index()] = k;
         }
     }
+    // A field whose schema type is `integer` holds integers only (E054's steps).
+    let integer = |f: &str| {
+        state.known
+            && state
+                .fields
+                .get(f)
+                .is_some_and(|schema| match schema.get("type") {
+                    Some(Value::String(t)) => t == "integer",
+                    Some(Value::Array(ts)) => {
+                        ts.iter().any(|t| t == "integer") && !ts.iter().any(|t| t == "number")
+                    }
+                    _ => false,
+                })
+    };
     // Per component: field -> (writers, motions of the writes).
     let mut writes: Vec<BTreeMap<&str, Writes>> = vec![BTreeMap::new(); sccs.len()];
     for (name, node) in &spec.nodes {
@@ -205,7 +228,7 @@ pub(crate) fn unbounded_cycle(
                 .entry(field.as_str())
                 .or_default();
             e.0.push(ix);
-            e.1.push(motion(field, expr, reducer));
+            e.1.push(motion(field, expr, reducer, integer(field)));
         }
     }
     let numeric = |f: &str| {

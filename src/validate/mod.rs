@@ -8,12 +8,14 @@
 mod arms;
 mod graph;
 mod guard;
+mod literals;
 mod models;
 mod refs;
 mod retrieval;
 mod schemas;
 mod templates;
 pub mod types;
+mod variants;
 
 pub use schemas::{load_schema, LoadedSchema};
 
@@ -86,36 +88,66 @@ fn finish(
     }
 }
 
-/// A loaded spec checked with each of its variants, and the variants' merged specs.
+/// A loaded spec checked with each of its variants.
 #[derive(Debug)]
 pub struct Checked {
     /// The base spec.
     pub base: LoadedSpec,
-    /// Each variant's merged spec ([`overlay::apply`]), in declaration order, with
-    /// `variant` set; a variant whose overlay failed is left out (its faults are in
-    /// `diagnostics`).
-    pub variants: Vec<(String, LoadedSpec)>,
+    /// The variants whose overlay applied ([`overlay::apply`]), in declaration order;
+    /// a variant whose overlay failed is left out (its faults are in `diagnostics`).
+    /// Their merged specs are not kept (`compile` merges the ones it needs again).
+    pub variants: Vec<String>,
     /// Every finding, sorted by place, base spec and variants together (a fault of
     /// the base spec that every variant repeats is kept once).
     pub diagnostics: Vec<Diagnostic>,
-    /// The [`Topology`] of the base spec, then of each of `variants` in order (`None`
-    /// where the references did not resolve; see [`check_topology`]).
-    pub topologies: Vec<Option<Topology>>,
+    /// The base spec's [`Topology`], the one the graph checks ran over (`None` where
+    /// its references did not resolve); `compile` keeps it for the runtime and
+    /// `ragloop graph`. A variant's is built when its merged spec is (not kept here:
+    /// merged specs are not kept either).
+    pub topology: Option<Arc<Topology>>,
 }
 
-/// Runs [`check`] once on the base spec and once on each variant's merged spec,
-/// keeping the merged specs (what [`validate_file`] does after loading).
+/// Checks the base spec and each variant's merged spec (what [`validate_file`] does
+/// after loading). A variant is checked incrementally: only the parts of [`check`]
+/// its `set` paths affect run again (see `variants.rs`); the findings are those of
+/// [`check`] on every merged spec.
 pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options) -> Checked {
-    let (mut diagnostics, topology) = check_topology(&loaded, sources, opts);
-    let mut topologies = vec![topology];
-    let mut variants = Vec::with_capacity(loaded.spec.variants.len());
-    for name in loaded.spec.variants.keys() {
+    check_variants_with(loaded, sources, opts, Mode::Incremental, |_| {})
+}
+
+/// How [`check_variants_with`] checks a variant's merged spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The parts the variant affects (the default).
+    Incremental,
+    /// [`check`] on the whole merged spec (the reference the incremental check is
+    /// tested against).
+    Full,
+}
+
+/// [`check_variants`] with the [`Mode`] given, calling `each` with every variant's
+/// merged spec (`variant` set) before it is dropped.
+pub fn check_variants_with(
+    loaded: LoadedSpec,
+    sources: &mut Sources,
+    opts: &Options,
+    mode: Mode,
+    mut each: impl FnMut(&LoadedSpec),
+) -> Checked {
+    #[cfg(test)]
+    CHECKS.with(|c| c.set(c.get() + 1));
+    let base_parts = variants::parts(&loaded, sources, opts);
+    let (mut diagnostics, base_topology) = variants::finish(&loaded, &base_parts);
+    let mut names = Vec::with_capacity(loaded.spec.variants.len());
+    for (name, variant) in &loaded.spec.variants {
         match overlay::apply(&loaded, name) {
             Ok(mut merged) => {
+                #[cfg(test)]
+                CHECKS.with(|c| c.set(c.get() + 1));
                 // Where the variant changes the spec, to point at from faults that
                 // show up in base lines.
                 let block = loaded.span(&["variants", name]);
-                let sets: Vec<_> = loaded.spec.variants[name]
+                let sets: Vec<_> = variant
                     .set
                     .keys()
                     .take(3)
@@ -126,8 +158,17 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
                         )
                     })
                     .collect();
-                let (found, topology) = check_topology(&merged, sources, opts);
-                topologies.push(topology);
+                let found = match mode {
+                    Mode::Full => check_inner(&merged, sources, opts),
+                    Mode::Incremental => variants::check_variant(
+                        &loaded,
+                        &base_parts,
+                        &merged,
+                        variant.set.keys().map(String::as_str),
+                        sources,
+                        opts,
+                    ),
+                };
                 for mut d in found {
                     d.variant.get_or_insert_with(|| name.clone());
                     let inside = match (d.span, block) {
@@ -144,7 +185,8 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
                     diagnostics.push(d);
                 }
                 merged.variant = Some(name.clone());
-                variants.push((name.clone(), merged));
+                each(&merged);
+                names.push(name.clone());
             }
             Err(ds) => diagnostics.extend(ds),
         }
@@ -160,9 +202,9 @@ pub fn check_variants(loaded: LoadedSpec, sources: &mut Sources, opts: &Options)
     sort_dedup(&mut diagnostics);
     Checked {
         base: loaded,
-        variants,
+        variants: names,
         diagnostics,
-        topologies,
+        topology: base_topology,
     }
 }
 
@@ -207,6 +249,16 @@ pub fn prompt_text(
     }
 }
 
+/// A missing file's diagnostic naming the spec key that refers to it
+/// (`file \`prompts/x.jinja\` does not exist (named by \`nodes.grade.prompt.user.file\`)`).
+fn named_by(mut d: Diagnostic, at: &[&str]) -> Diagnostic {
+    if d.code == crate::diag::Code::MissingFile {
+        d.message
+            .push_str(&format!(" (named by `{}`)", at.join(".")));
+    }
+    d
+}
+
 /// Facts about the state that several checks need.
 pub(crate) struct StateInfo {
     /// Field name → its property schema (`Value::Bool(true)` when the schema is unknown).
@@ -229,23 +281,99 @@ pub fn check(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Di
 
 /// [`check`], also returning the spec's [`Topology`] when its references resolved:
 /// the graph checks ran over it, and `compile` keeps it for the runtime and `ragloop
-/// graph` (one topology per variant, built once).
+/// graph` (built once for the spec checked).
 pub fn check_topology(
     spec: &LoadedSpec,
     sources: &mut Sources,
     opts: &Options,
-) -> (Vec<Diagnostic>, Option<Topology>) {
+) -> (Vec<Diagnostic>, Option<Arc<Topology>>) {
     #[cfg(test)]
     CHECKS.with(|c| c.set(c.get() + 1));
-    let mut diags = Vec::new();
-    let refs_ok = refs::check(spec, opts, &mut diags);
-    models::check(spec, &mut diags);
-    retrieval::check(spec, &mut diags);
-    let state = schemas::check(spec, sources, &mut diags);
-    templates::check(spec, &state, sources, &mut diags);
-    let topology = refs_ok.then(|| Topology::build(&spec.spec));
-    if let Some(topo) = &topology {
-        graph::check(spec, topo, &state, &mut diags);
+    variants::finish(spec, &variants::parts(spec, sources, opts))
+}
+
+fn check_inner(spec: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Vec<Diagnostic> {
+    variants::finish(spec, &variants::parts(spec, sources, opts)).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Code;
+
+    fn codes(text: &str) -> Vec<Code> {
+        let mut sources = Sources::new();
+        let opts = Options {
+            no_environment: true,
+        };
+        let out = validate_str(Path::new("/tmp/spec.yaml"), text, &mut sources, &opts);
+        out.diagnostics.iter().map(|d| d.code).collect()
     }
-    (diags, topology)
+
+    /// A loop `work -> work` that stays while `n < 3`, `n` of schema type `ty` moved
+    /// by `step` through `reducer` (`add`, or `replace` with `n + step`).
+    fn counter_loop(ty: &str, step: &str, reducer: &str) -> String {
+        let (reducers, update) = match reducer {
+            "add" => ("  reducers:\n    n: add\n".to_string(), step.to_string()),
+            _ => (String::new(), format!("\"n + {step}\"")),
+        };
+        format!(
+            "version: 1\nname: t\nstate:\n  schema:\n    type: object\n    properties:\n      n: {{type: {ty}}}\n      a: {{type: string}}\n  initial:\n    n: 0\n{reducers}output:\n  answer: a\nentry: work\nnodes:\n  work:\n    kind: update\n    update:\n      n: {update}\nedges:\n  work:\n    - when: n < 3\n      to: work\n    - else: END\n"
+        )
+    }
+
+    /// E054's counter rule: a step bounds the loop when it is an integer of at least 1,
+    /// or when the field is `integer`-typed (before: any nonzero step did, so
+    /// `n + 0.0000001` on a `number` field passed as a bound).
+    #[test]
+    fn a_counter_bounds_a_loop_only_with_an_integer_step_or_type() {
+        for ty in ["number", "integer"] {
+            for step in ["0.0000001", "0.5", "1.5", "1", "2", "0.25"] {
+                for reducer in ["add", "replace"] {
+                    let found = codes(&counter_loop(ty, step, reducer));
+                    let x: f64 = step.parse().unwrap();
+                    let bounded = ty == "integer" || (x.fract() == 0.0 && x >= 1.0);
+                    assert_eq!(
+                        !found.contains(&Code::UnboundedCycle),
+                        bounded,
+                        "{ty} field, step {step} by {reducer}: {found:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A missing file is said in words, with the key that names it (before: "cannot
+    /// open `p.jinja`: No such file or directory (os error 2)").
+    #[test]
+    fn a_missing_file_is_said_in_words() {
+        let text = "version: 1\nname: t\nstate:\n  schema: missing/state.json\nmodels:\n  m: {provider: scripted}\noutput:\n  answer: a\nentry: ask\nnodes:\n  ask:\n    kind: llm\n    model: m\n    prompt:\n      user: {file: nowhere/p.jinja}\nedges:\n  ask: END\n";
+        let mut sources = Sources::new();
+        let dir = tempfile::tempdir().unwrap();
+        let out = validate_str(
+            &dir.path().join("spec.yaml"),
+            text,
+            &mut sources,
+            &Options::default(),
+        );
+        let missing: Vec<&Diagnostic> = out
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == crate::diag::Code::MissingFile)
+            .collect();
+        let messages: Vec<&str> = missing.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "file `missing/state.json` does not exist (named by `state.schema`)",
+                "file `nowhere/p.jinja` does not exist (named by `nodes.ask.prompt.user.file`)",
+            ]
+        );
+        // Where: the reference's line and column.
+        let at: Vec<(u32, u32)> = missing
+            .iter()
+            .map(|d| d.span.map(|s| (s.line, s.col)).unwrap())
+            .collect();
+        assert_eq!(at, [(4, 11), (15, 20)]);
+    }
 }

@@ -63,7 +63,9 @@ pub fn load_schema(
         },
         SchemaRef::File(rel) => {
             let span = ls.span(at);
-            let path = ls.resolve(rel, span).map_err(|d| vec![d])?;
+            let path = ls
+                .resolve(rel, span)
+                .map_err(|d| vec![super::named_by(d, at)])?;
             let shown = ls.shown(rel);
             let file = match sources.find(&shown) {
                 Some(f) => f,
@@ -192,9 +194,10 @@ fn check_loaded(loaded: LoadedSchema, place: &str) -> Result<LoadedSchema, Vec<D
     Ok(loaded)
 }
 
-/// Checks the state schema, initial values, reducers and output schemas. Returns the
-/// state's fields for the template and expression checks.
-pub(super) fn check(
+/// Checks the state schema, initial values, reducers and the `output` fields (node
+/// output schemas: [`check_node`]). Returns the state's fields for the template and
+/// expression checks.
+pub(super) fn check_state(
     ls: &LoadedSpec,
     sources: &mut Sources,
     diags: &mut Vec<Diagnostic>,
@@ -298,16 +301,23 @@ pub(super) fn check(
             }
         }
     }
-    for (name, node) in &spec.nodes {
-        if let Some(call) = node.llm() {
-            if let Some(sref) = &call.schema {
-                if let Err(ds) = load_schema(ls, sref, &["nodes", name, "schema"], sources) {
-                    diags.extend(ds);
-                }
-            }
+    info
+}
+
+/// Checks one node's structured-output schema (a file is parsed once, however many
+/// nodes and variants use it).
+pub(super) fn check_node(
+    ls: &LoadedSpec,
+    name: &str,
+    node: &crate::spec::types::NodeSpec,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if let Some(sref) = node.llm().and_then(|call| call.schema.as_ref()) {
+        if let Err(ds) = load_schema(ls, sref, &["nodes", name, "schema"], sources) {
+            diags.extend(ds);
         }
     }
-    info
 }
 
 fn check_initial(

@@ -8,7 +8,7 @@ use crate::jinja::{self, GLOBAL_NAMES};
 use crate::runtime::kinds;
 use crate::spec::load::read_text;
 use crate::spec::source::{FileId, Sources, Span};
-use crate::spec::types::{Edge, Reducer, SchemaRef, TemplateSource};
+use crate::spec::types::{Edge, NodeSpec, Reducer, SchemaRef, TemplateSource};
 use crate::spec::yaml::Limits;
 use crate::spec::LoadedSpec;
 use minijinja::Environment;
@@ -46,29 +46,68 @@ impl Scope<'_> {
     }
 }
 
-pub(super) fn check(
+/// What the checks of one spec's templates share: the environment, the state and its
+/// type. Built once per spec checked; [`check_node`] and [`check_edges`] take it.
+pub(super) struct Ctx<'s> {
+    env: Environment<'static>,
+    state: &'s StateInfo,
+    state_ty: Ty,
+    /// Literal updates against their field's whole schema.
+    literals: super::literals::Literals,
+}
+
+impl<'s> Ctx<'s> {
+    /// The context of `ls` with the state its schema check found.
+    pub(super) fn new(ls: &LoadedSpec, state: &'s StateInfo, sources: &mut Sources) -> Ctx<'s> {
+        let schema = if state.known {
+            super::schemas::schema_value(ls, &ls.spec.state.schema, &["state", "schema"], sources)
+        } else {
+            None
+        };
+        Ctx {
+            env: jinja::environment(),
+            state,
+            state_ty: schema.as_ref().map_or(Ty::Unknown, |v| types::lower(v, v)),
+            literals: super::literals::Literals::new(schema),
+        }
+    }
+
+    fn state_vars(&self, extra: &[(&str, Ty)]) -> Vars {
+        state_vars(self.state, &self.state_ty, extra)
+    }
+
+    fn scope_of(&self, extra: &[(&str, Ty)]) -> Scope<'s> {
+        Scope {
+            state: self.state,
+            extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
+            vars: self.state_vars(extra),
+        }
+    }
+}
+
+/// One node's templates, expressions and writes (its findings depend on the node, the
+/// state and the node's output schema only).
+pub(super) fn check_node(
+    ctx: &Ctx<'_>,
     ls: &LoadedSpec,
-    state: &StateInfo,
+    name: &str,
+    node: &NodeSpec,
     sources: &mut Sources,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let env = jinja::environment();
+    let env = &ctx.env;
+    let state = ctx.state;
+    let state_ty = &ctx.state_ty;
     let spec = &ls.spec;
-    let state_ty = state_type(ls, state, sources);
-    let state_vars = |extra: &[(&str, Ty)]| state_vars(state, &state_ty, extra);
-    let scope_of = |extra: &[(&str, Ty)]| Scope {
-        state,
-        extra: extra.iter().map(|(k, _)| (*k).to_string()).collect(),
-        vars: state_vars(extra),
-    };
-    for (name, node) in &spec.nodes {
+    let state_vars = |extra: &[(&str, Ty)]| ctx.state_vars(extra);
+    {
         // The kind's own fields (`kinds/`), through the checks below.
         let found = kinds::check_templates(
             &mut Checker {
                 ls,
-                env: &env,
+                env,
                 state,
-                state_ty: &state_ty,
+                state_ty,
                 sources,
                 diags,
             },
@@ -100,10 +139,11 @@ pub(super) fn check(
                     .help(super::refs::suggest(field, state.fields.keys())),
                 );
             }
-            let at = ["nodes", name.as_str(), "update", field.as_str()];
+            let at = ["nodes", name, "update", field.as_ref()];
+            let before = diags.len();
             check_expression(
                 ls,
-                &env,
+                env,
                 expr,
                 &at,
                 &update_scope,
@@ -119,9 +159,24 @@ pub(super) fn check(
                     check_update_type(ls, &at, field, expr, &value_ty, field_ty, reducer, diags);
                 }
             }
+            let reducer = spec.state.reducers.get(field).copied().unwrap_or_default();
+            if diags.len() == before && reducer == Reducer::Replace {
+                ctx.literals.check(ls, &at, field, expr, diags);
+            }
         }
     }
-    let scope = scope_of(&[]);
+}
+
+/// Every branch's predicates (their findings depend on the edges and the state only).
+pub(super) fn check_edges(
+    ctx: &Ctx<'_>,
+    ls: &LoadedSpec,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let env = &ctx.env;
+    let spec = &ls.spec;
+    let scope = ctx.scope_of(&[]);
     for (from, edge) in &spec.edges {
         let Edge::Branch(arms) = edge else { continue };
         let mut always_true_at: Option<usize> = None;
@@ -145,7 +200,7 @@ pub(super) fn check(
             let when_v = Value::String(when.clone());
             if let Some(constant) = check_expression(
                 ls,
-                &env,
+                env,
                 &when_v,
                 &at,
                 &scope,
@@ -274,15 +329,6 @@ impl<'a> kinds::TemplateChecks for Checker<'a, '_> {
     fn element(&self, t: &Ty) -> Ty {
         t.element()
     }
-}
-
-/// The state's type from its schema ([`Ty::Unknown`] when it did not load).
-fn state_type(ls: &LoadedSpec, state: &StateInfo, sources: &mut Sources) -> Ty {
-    if !state.known {
-        return Ty::Unknown;
-    }
-    super::schemas::schema_value(ls, &ls.spec.state.schema, &["state", "schema"], sources)
-        .map_or(Ty::Unknown, |v| types::lower(&v, &v))
 }
 
 /// Type-checks an expression (a YAML string) or types a literal (any other value);
@@ -547,7 +593,7 @@ fn check_prompt(
             let file = match load_template_file(ls, &f.file, span, sources) {
                 Ok(id) => id,
                 Err(d) => {
-                    diags.push(d);
+                    diags.push(super::named_by(d, &file_at));
                     return;
                 }
             };

@@ -13,7 +13,6 @@ use minijinja::machinery::ast::{self, Expr, Stmt};
 pub(super) enum Block {
     For,
     With,
-    Macro,
     /// A `{% block %}`.
     Named,
 }
@@ -23,70 +22,175 @@ impl Block {
         match self {
             Block::For => "for",
             Block::With => "with",
-            Block::Macro => "macro",
             Block::Named => "block",
         }
     }
 }
 
-/// Names a template defined so far (beyond the [`Vars`] it starts with).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Frame {
+/// What a template has done with a name so far.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Named {
     /// Set on every path to here.
-    pub(super) defined: IndexMap<String, Ty>,
+    Defined(Ty),
     /// Set on some paths only (an `{% if %}` branch).
-    pub(super) maybe: IndexMap<String, Ty>,
+    Maybe(Ty),
     /// Set inside a block that has ended: not visible here.
-    pub(super) gone: IndexMap<String, Block>,
+    Gone(Block),
 }
 
+/// Names a template defined so far (beyond the [`Vars`] it starts with).
+///
+/// One map, changed in place; every change is logged with the value it replaced, so
+/// a branch or a scoped block is walked on the frame itself and undone after
+/// ([`Frame::undo_to`]), and an `{% if %}` joins only the names its branches changed.
+/// A template's walk is linear in its statements times their nesting depth (a copy
+/// of the frame per branch made `N` partial `{% set %}` quadratic, and the joins cubic).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Frame {
+    names: IndexMap<String, Named>,
+    /// `(name, value before the change)`, oldest first.
+    log: Vec<(String, Option<Named>)>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Name entries the frames touched on this thread (changes, undos, joins, closes):
+    /// tests bound a template's scope work by it.
+    pub(super) static STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn step() {
+    #[cfg(test)]
+    STEPS.with(|c| c.set(c.get() + 1));
+}
+
+/// The names a walk changed since a mark, with their values after it.
+type Delta = IndexMap<String, Option<Named>>;
+
 impl Frame {
-    fn define(&mut self, name: &str, ty: Ty) {
-        self.maybe.shift_remove(name);
-        self.gone.shift_remove(name);
-        self.defined.insert(name.to_string(), ty);
+    /// The type of a name set on every path to here.
+    pub(super) fn defined(&self, name: &str) -> Option<&Ty> {
+        match self.names.get(name) {
+            Some(Named::Defined(t)) => Some(t),
+            _ => None,
+        }
     }
 
-    /// The frame after an `{% if %}` whose branches left `a` and `b`.
-    fn join(a: Frame, b: Frame) -> Frame {
-        let mut out = Frame::default();
-        for (k, t) in &a.defined {
-            if let Some(u) = b.defined.get(k) {
-                out.defined
-                    .insert(k.clone(), Ty::union(t.clone(), u.clone()));
-            }
+    /// The type of a name set on some paths only.
+    pub(super) fn maybe(&self, name: &str) -> Option<&Ty> {
+        match self.names.get(name) {
+            Some(Named::Maybe(t)) => Some(t),
+            _ => None,
         }
-        for (k, t) in a
-            .defined
+    }
+
+    /// The block a name was set in, when that block has ended.
+    pub(super) fn gone(&self, name: &str) -> Option<Block> {
+        match self.names.get(name) {
+            Some(Named::Gone(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The names set on every path to here.
+    pub(super) fn defined_names(&self) -> impl Iterator<Item = &String> {
+        self.names
             .iter()
-            .chain(&b.defined)
-            .chain(&a.maybe)
-            .chain(&b.maybe)
-        {
-            if !out.defined.contains_key(k) {
-                let prev = out.maybe.shift_remove(k);
-                let t = match prev {
-                    Some(p) => Ty::union(p, t.clone()),
-                    None => t.clone(),
-                };
-                out.maybe.insert(k.clone(), t);
-            }
-        }
-        for (k, blk) in a.gone.iter().chain(&b.gone) {
-            if !out.defined.contains_key(k) && !out.maybe.contains_key(k) {
-                out.gone.insert(k.clone(), *blk);
-            }
-        }
-        out
+            .filter(|(_, n)| matches!(n, Named::Defined(_)))
+            .map(|(k, _)| k)
     }
 
-    /// Ends a scoped block entered at `outer`: what the block set is gone.
-    fn close(outer: &mut Frame, inner: &Frame, blk: Block) {
-        for k in inner.defined.keys().chain(inner.maybe.keys()) {
-            if !outer.defined.contains_key(k) && !outer.maybe.contains_key(k) {
-                outer.gone.insert(k.clone(), blk);
+    fn put(&mut self, name: &str, value: Option<Named>) {
+        step();
+        if self.names.get(name) == value.as_ref() {
+            return;
+        }
+        let before = match value {
+            Some(v) => self.names.insert(name.to_string(), v),
+            None => self.names.swap_remove(name),
+        };
+        self.log.push((name.to_string(), before));
+    }
+
+    fn define(&mut self, name: &str, ty: Ty) {
+        self.put(name, Some(Named::Defined(ty)));
+    }
+
+    fn mark(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Undoes every change since `mark`; returns the names changed and their values
+    /// before the undo, in the order first changed.
+    fn undo_to(&mut self, mark: usize) -> Delta {
+        let mut after: Delta = IndexMap::new();
+        for (name, _) in &self.log[mark..] {
+            step();
+            if !after.contains_key(name) {
+                after.insert(name.clone(), self.names.get(name).cloned());
             }
         }
+        while self.log.len() > mark {
+            let Some((name, before)) = self.log.pop() else {
+                break;
+            };
+            step();
+            match before {
+                Some(v) => {
+                    self.names.insert(name, v);
+                }
+                None => {
+                    self.names.swap_remove(&name);
+                }
+            }
+        }
+        after
+    }
+
+    /// After an `{% if %}` whose branches changed `a` and `b` (from this frame):
+    /// set on both paths is set, on one only "maybe", gone when gone on one and unset
+    /// on the other.
+    fn join(&mut self, a: Delta, b: Delta) {
+        let mut names: Vec<String> = a.keys().cloned().collect();
+        names.extend(b.keys().filter(|k| !a.contains_key(*k)).cloned());
+        for name in names {
+            step();
+            let before = self.names.get(&name).cloned();
+            let sa = a.get(&name).cloned().unwrap_or_else(|| before.clone());
+            let sb = b.get(&name).cloned().unwrap_or(before);
+            let joined = join_one(sa, sb);
+            self.put(&name, joined);
+        }
+    }
+
+    /// Ends a scoped block whose walk changed `inner` (from this frame): what the
+    /// block set is gone.
+    fn close(&mut self, inner: Delta, blk: Block) {
+        for (name, after) in inner {
+            step();
+            let set_inside = matches!(after, Some(Named::Defined(_) | Named::Maybe(_)));
+            let visible = matches!(
+                self.names.get(&name),
+                Some(Named::Defined(_) | Named::Maybe(_))
+            );
+            if set_inside && !visible {
+                self.put(&name, Some(Named::Gone(blk)));
+            }
+        }
+    }
+}
+
+/// One name after an `{% if %}` whose branches left it `a` and `b` (types joined in
+/// the order: set on every path of a, of b, then set on some paths of a, of b).
+fn join_one(a: Option<Named>, b: Option<Named>) -> Option<Named> {
+    use Named::{Defined, Gone, Maybe};
+    match (a, b) {
+        (Some(Defined(t)), Some(Defined(u))) => Some(Defined(Ty::union(t, u))),
+        (Some(Maybe(t)), Some(Defined(u))) => Some(Maybe(Ty::union(u, t))),
+        (Some(Defined(t) | Maybe(t)), Some(Maybe(u))) => Some(Maybe(Ty::union(t, u))),
+        (Some(Defined(t) | Maybe(t)), _) | (_, Some(Defined(t) | Maybe(t))) => Some(Maybe(t)),
+        (_, Some(Gone(g))) | (Some(Gone(g)), None) => Some(Gone(g)),
+        (None, None) => None,
     }
 }
 
@@ -103,17 +207,19 @@ impl Walker<'_> {
         }
     }
 
+    /// Walks a scoped block's body on `frame` from `mark` (the block's own names
+    /// already bound since), then ends the block.
     fn scoped(
         &mut self,
         body: &[Stmt<'_>],
         frame: &mut Frame,
-        inner: Frame,
+        mark: usize,
         blk: Block,
         depth: usize,
     ) {
-        let mut inner = inner;
-        self.stmts(body, &mut inner, depth);
-        Frame::close(frame, &inner, blk);
+        self.stmts(body, frame, depth);
+        let inner = frame.undo_to(mark);
+        frame.close(inner, blk);
     }
 
     fn stmt(&mut self, s: &Stmt<'_>, frame: &mut Frame, depth: usize) {
@@ -128,43 +234,45 @@ impl Walker<'_> {
             Stmt::EmitRaw(_) => {}
             Stmt::ForLoop(f) => {
                 let iter = self.expr(&f.iter, frame, depth);
-                let mut inner = frame.clone();
-                self.bind(&f.target, iter.element(), &mut inner);
-                inner.define("loop", Ty::Unknown);
+                let mark = frame.mark();
+                self.bind(&f.target, iter.element(), frame);
+                frame.define("loop", Ty::Unknown);
                 if let Some(filter) = &f.filter_expr {
-                    self.expr(filter, &inner, depth);
+                    self.expr(filter, frame, depth);
                 }
-                self.scoped(&f.body, frame, inner, Block::For, depth);
+                self.scoped(&f.body, frame, mark, Block::For, depth);
                 // `{% else %}` runs in the enclosing frame, only for an empty loop.
                 if !f.else_body.is_empty() {
-                    let mut b = frame.clone();
-                    self.stmts(&f.else_body, &mut b, depth);
-                    *frame = Frame::join(frame.clone(), b);
+                    let mark = frame.mark();
+                    self.stmts(&f.else_body, frame, depth);
+                    let b = frame.undo_to(mark);
+                    frame.join(Delta::new(), b);
                 }
             }
             Stmt::IfCond(i) => {
                 self.expr(&i.expr, frame, depth);
-                let mut a = frame.clone();
+                let mark = frame.mark();
                 // `{% if x is defined %}`: inside, a maybe-set `x` is set.
                 if let Expr::Test(t) = &i.expr {
                     if let (Expr::Var(v), "defined") = (&t.expr, t.name) {
-                        if let Some(ty) = a.maybe.shift_remove(v.id) {
-                            a.defined.insert(v.id.to_string(), ty);
+                        if let Some(ty) = frame.maybe(v.id).cloned() {
+                            frame.define(v.id, ty);
                         }
                     }
                 }
-                self.stmts(&i.true_body, &mut a, depth);
-                let mut b = frame.clone();
-                self.stmts(&i.false_body, &mut b, depth);
-                *frame = Frame::join(a, b);
+                self.stmts(&i.true_body, frame, depth);
+                let a = frame.undo_to(mark);
+                self.stmts(&i.false_body, frame, depth);
+                let b = frame.undo_to(mark);
+                frame.join(a, b);
             }
             Stmt::WithBlock(w) => {
-                let mut inner = frame.clone();
+                let mark = frame.mark();
                 for (target, value) in &w.assignments {
-                    let t = self.expr(value, &inner, depth);
-                    self.bind(target, t, &mut inner);
+                    let t = self.expr(value, frame, depth);
+                    self.bind(target, t, frame);
                 }
-                self.scoped(&w.body, frame, inner, Block::With, depth);
+                self.scoped(&w.body, frame, mark, Block::With, depth);
             }
             Stmt::Set(set) => {
                 let t = self.expr(&set.expr, frame, depth);
@@ -192,8 +300,8 @@ impl Walker<'_> {
                 self.stmts(&f.body, frame, depth);
             }
             Stmt::Block(b) => {
-                let inner = frame.clone();
-                self.scoped(&b.body, frame, inner, Block::Named, depth);
+                let mark = frame.mark();
+                self.scoped(&b.body, frame, mark, Block::Named, depth);
             }
             Stmt::Import(i) => self.bind(&i.name, Ty::Unknown, frame),
             Stmt::FromImport(i) => {
@@ -224,16 +332,16 @@ impl Walker<'_> {
         for d in &m.defaults {
             self.expr(d, frame, depth);
         }
-        let mut inner = frame.clone();
+        let mark = frame.mark();
         for a in &m.args {
-            self.bind(a, Ty::Unknown, &mut inner);
+            self.bind(a, Ty::Unknown, frame);
         }
         for n in ["caller", "varargs", "kwargs"] {
-            inner.define(n, Ty::Unknown);
+            frame.define(n, Ty::Unknown);
         }
         // A macro's names never leave it.
-        let mut scratch = frame.clone();
-        self.scoped(&m.body, &mut scratch, inner, Block::Macro, depth);
+        self.stmts(&m.body, frame, depth);
+        frame.undo_to(mark);
     }
 
     fn bind(&mut self, target: &Expr<'_>, ty: Ty, frame: &mut Frame) {

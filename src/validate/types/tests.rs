@@ -173,3 +173,48 @@ fn an_attribute_of_a_filter_result_names_the_expression_as_written() {
         f[0].message
     );
 }
+
+/// `N` names each set in one branch of its own `{% if %}` (and read after it, W013),
+/// then inside `{% for %}` and `{% with %}` blocks (E041 after them), nested `{% if %}`s
+/// around it all: the frames' work is linear in `N` (copying the frame per branch and
+/// joining whole frames made it quadratic, the joins cubic: N = 2000 took 88 s).
+#[test]
+fn scope_tracking_is_linear_in_the_sets() {
+    let work = |n: usize| {
+        let mut t = String::from("{% if q %}{% if n %}");
+        for i in 0..n {
+            t.push_str(&format!(
+                "{{% if verdict %}}{{% set v{i} = {i} %}}{{% endif %}}"
+            ));
+            t.push_str(&format!(
+                "{{% for d in docs %}}{{% set w{i} = 1 %}}{{% endfor %}}"
+            ));
+            t.push_str(&format!("{{% with %}}{{% set x{i} = 1 %}}{{% endwith %}}"));
+        }
+        for i in 0..n {
+            t.push_str(&format!("{{{{ v{i} }}}}{{{{ w{i} }}}}"));
+        }
+        t.push_str("{% endif %}{% endif %}");
+        super::scope::STEPS.with(|c| c.set(0));
+        let findings = template(&t, &vars());
+        let steps = super::scope::STEPS.with(std::cell::Cell::get);
+        let maybe = findings
+            .iter()
+            .filter(|f| f.code == Code::MaybeUndefined)
+            .count();
+        let gone = findings
+            .iter()
+            .filter(|f| f.code == Code::TemplateUnknownVar)
+            .count();
+        assert_eq!((maybe, gone), (n, n), "every read is reported once");
+        steps
+    };
+    let small = work(500);
+    let large = work(5000);
+    // Linear: 10x the sets, about 10x the steps (a quadratic walk makes it 100x).
+    assert!(
+        large <= small * 12,
+        "scope work grew from {small} to {large} steps for 10x the sets"
+    );
+    assert!(large <= 5000 * 100, "{large} steps for 5000 sets");
+}

@@ -114,7 +114,7 @@ impl<'v> Walker<'v> {
     /// branches is what the test is for (no W013).
     fn var(&mut self, v: &ast::Var<'_>, span: JSpan, frame: &Frame, lenient: bool) -> Ty {
         let name = v.id;
-        if let Some(t) = frame.defined.get(name) {
+        if let Some(t) = frame.defined(name) {
             return t.clone();
         }
         if let Some(t) = self.vars.get(name) {
@@ -123,7 +123,7 @@ impl<'v> Walker<'v> {
         if crate::jinja::GLOBAL_NAMES.contains(&name) {
             return Ty::Unknown;
         }
-        if let Some(t) = frame.maybe.get(name) {
+        if let Some(t) = frame.maybe(name) {
             if self.report_names && !lenient {
                 self.push(
                     Code::MaybeUndefined,
@@ -135,7 +135,7 @@ impl<'v> Walker<'v> {
             return t.clone();
         }
         if self.report_names && !self.vars.open {
-            if let Some(blk) = frame.gone.get(name) {
+            if let Some(blk) = frame.gone(name) {
                 let tag = blk.tag();
                 self.push(
                     Code::TemplateUnknownVar,
@@ -147,7 +147,7 @@ impl<'v> Walker<'v> {
                 );
             } else {
                 let mut names: Vec<String> = self.vars.names();
-                names.extend(frame.defined.keys().cloned());
+                names.extend(frame.defined_names().cloned());
                 self.push(
                     Code::TemplateUnknownVar,
                     span,
