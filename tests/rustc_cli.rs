@@ -185,3 +185,58 @@ fn a_sysroot_without_the_book_gets_the_rust_docs_hint() {
         "{d}"
     );
 }
+
+/// A rustc's answer is remembered across processes (a process start of rustup's proxy
+/// costs more than a whole offline run) and asked again when what picks the
+/// toolchain changes: the rustc file itself, a `rust-toolchain.toml` in the current
+/// directory, or when the remembered sysroot is gone.
+#[test]
+fn the_sysroot_is_asked_once_across_runs_until_the_toolchain_may_have_changed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sysroot = dir.path().join("sysroot");
+    fs::create_dir_all(&sysroot).expect("sysroot");
+    let count = dir.path().join("asked");
+    let script = format!(
+        "echo x >> '{}'\necho '{}'",
+        count.display(),
+        sysroot.display()
+    );
+    let (proj, rustc) = project(&script);
+    let cache = dir.path().join("cache");
+    let asked = || fs::read_to_string(&count).map_or(0, |t| t.lines().count());
+    let validate = || {
+        ragloop()
+            .env("RUSTC", &rustc)
+            .env("RAGLOOP_CACHE_DIR", &cache)
+            .current_dir(proj.path())
+            .args(["validate", "--format", "json", "spec.yaml"])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("run")
+    };
+    let first = validate();
+    let second = validate();
+    assert_eq!(asked(), 1, "asked once for two runs");
+    assert_eq!(
+        first.stdout, second.stdout,
+        "the same findings from the remembered sysroot"
+    );
+    // The rustc changes (an update, another toolchain behind the same name).
+    fs::write(&rustc, format!("#!/bin/sh\n{script}\n")).expect("rustc");
+    validate();
+    assert_eq!(asked(), 2, "a changed rustc is asked again");
+    // A toolchain file in the current directory can select another toolchain.
+    fs::write(
+        proj.path().join("rust-toolchain.toml"),
+        "[toolchain]\nchannel = \"beta\"\n",
+    )
+    .expect("toolchain file");
+    validate();
+    assert_eq!(asked(), 3, "a new rust-toolchain.toml is asked again");
+    validate();
+    assert_eq!(asked(), 3);
+    // The remembered sysroot is gone (toolchain uninstalled).
+    fs::remove_dir_all(&sysroot).expect("remove");
+    validate();
+    assert_eq!(asked(), 4, "a sysroot that no longer exists is asked again");
+}

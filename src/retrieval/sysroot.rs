@@ -1,5 +1,17 @@
 //! `$(rustc --print sysroot)`, asked with a time limit: a `rust-docs:` corpus lives
 //! under the toolchain's sysroot.
+//!
+//! Asking costs a process start (about 30 ms through rustup's proxy, more than a whole
+//! offline run), so a successful answer is also remembered across processes, in
+//! `<cache>/sysroot/` ([`super::cache_root`]), under a key of everything that picks
+//! the toolchain: the rustc asked (`$RUSTC` or `rustc`) and the file it resolves to on
+//! `$PATH` (path, size, modification and change times, inode), `$PATH`,
+//! `$RUSTUP_TOOLCHAIN`, `$RUSTUP_HOME`, `$CARGO_HOME`, the current directory, rustup's
+//! `settings.toml` (default toolchain, directory overrides) and every
+//! `rust-toolchain`/`rust-toolchain.toml` from the current directory up (their stamps).
+//! A remembered sysroot is used only while that directory still exists; anything else
+//! that changes the key asks rustc again. Failures are never remembered across
+//! processes.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -38,9 +50,124 @@ pub(super) fn sysroot() -> Result<String, String> {
     if let Some((_, s)) = cache.iter().find(|(r, _)| *r == rustc) {
         return s.clone();
     }
+    let stored = super::cache_root().map(|c| c.join("sysroot").join(key(&rustc)));
+    if let Some(known) = stored.as_deref().and_then(remembered) {
+        cache.push((rustc, Ok(known.clone())));
+        return Ok(known);
+    }
     let answer = timeout().and_then(|t| ask(&rustc, t));
+    if let (Ok(sysroot), Some(path)) = (&answer, &stored) {
+        remember(path, sysroot);
+    }
     cache.push((rustc, answer.clone()));
     answer
+}
+
+/// The sysroot stored at `path`, if it is there and still a directory.
+fn remembered(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let sysroot = text.strip_suffix('\n')?;
+    (Path::new(sysroot).is_absolute() && Path::new(sysroot).is_dir()).then(|| sysroot.to_string())
+}
+
+/// Stores `sysroot` at `path` (written to a temporary file and renamed, so a reader
+/// never sees half of it). Best effort: a cache that cannot be written costs only the
+/// next process its question to rustc.
+fn remember(path: &Path, sysroot: &str) {
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = dir.join(format!(".tmp-{}", std::process::id()));
+    if std::fs::write(&tmp, format!("{sysroot}\n")).is_err() || std::fs::rename(&tmp, path).is_err()
+    {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// The stamp of a file that may pick the toolchain: its size, modification and change
+/// times and inode, or that it is absent.
+fn stamp(h: &mut blake3::Hasher, label: &str, path: &Path) {
+    h.update(label.as_bytes());
+    h.update(path.as_os_str().as_encoded_bytes());
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                h.update(
+                    format!(
+                        " {} {}.{} {}.{} {}\n",
+                        m.len(),
+                        m.mtime(),
+                        m.mtime_nsec(),
+                        m.ctime(),
+                        m.ctime_nsec(),
+                        m.ino()
+                    )
+                    .as_bytes(),
+                );
+            }
+            #[cfg(not(unix))]
+            h.update(format!(" {} {:?}\n", m.len(), m.modified().ok()).as_bytes());
+        }
+        Err(_) => {
+            h.update(b" absent\n");
+        }
+    }
+}
+
+/// The file name under `<cache>/sysroot/` of what `rustc` answers here and now: a hash
+/// of everything that picks the toolchain (see the module docs).
+fn key(rustc: &OsString) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"ragloop sysroot v1\n");
+    h.update(rustc.as_encoded_bytes());
+    h.update(b"\n");
+    for var in [
+        "PATH",
+        "RUSTUP_TOOLCHAIN",
+        "RUSTUP_HOME",
+        "CARGO_HOME",
+        "HOME",
+    ] {
+        h.update(var.as_bytes());
+        h.update(b"=");
+        if let Some(v) = std::env::var_os(var) {
+            h.update(v.as_encoded_bytes());
+        }
+        h.update(b"\n");
+    }
+    // The executable that runs: `$RUSTC` as given when it names a path, else the
+    // first `rustc` on `$PATH`.
+    let exe = Path::new(rustc);
+    if exe.components().count() > 1 {
+        stamp(&mut h, "exe ", exe);
+    } else if let Some(path) = std::env::var_os("PATH") {
+        if let Some(found) = std::env::split_paths(&path)
+            .map(|d| d.join(exe))
+            .find(|p| p.is_file())
+        {
+            stamp(&mut h, "exe ", &found);
+        }
+    }
+    let rustup_home = std::env::var_os("RUSTUP_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".rustup")));
+    if let Some(home) = rustup_home {
+        stamp(&mut h, "settings ", &home.join("settings.toml"));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        h.update(b"cwd ");
+        h.update(cwd.as_os_str().as_encoded_bytes());
+        h.update(b"\n");
+        for dir in cwd.ancestors() {
+            stamp(&mut h, "toolchain ", &dir.join("rust-toolchain"));
+            stamp(&mut h, "toolchain ", &dir.join("rust-toolchain.toml"));
+        }
+    }
+    h.finalize().to_hex()[..32].to_string()
 }
 
 /// The time limit from `$RAGLOOP_RUSTC_TIMEOUT_SECS` (seconds, > 0), else the default.
@@ -73,6 +200,7 @@ fn ask(rustc: &OsString, limit: Duration) -> Result<String, String> {
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
     let deadline = Instant::now() + limit;
+    let mut poll = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -84,7 +212,12 @@ fn ask(rustc: &OsString, limit: Duration) -> Result<String, String> {
                     limit.as_secs_f64()
                 ));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                // 1 ms, doubling to 20 ms: a fast rustc is not kept waiting on a
+                // coarse poll.
+                std::thread::sleep(poll);
+                poll = (poll * 2).min(Duration::from_millis(20));
+            }
             Err(e) => {
                 let _ = child.kill();
                 return Err(format!("waiting for `{shown}` ($RUSTC): {e}"));
