@@ -626,3 +626,46 @@ fn a_scripted_judge_reads_its_fixture_and_runs_out_into_judge_failures() {
     let e = rt().block_on(run_eval(&cfg)).unwrap_err();
     assert!(e.is_usage() && e.to_string().contains("cannot read"), "{e}");
 }
+
+/// Ctrl-C while the judge is working: the judge's calls end with the eval's token like
+/// the runs' own (no retries, no waiting out the timeouts), the pairs being judged get
+/// no row (so `--resume` judges them again) and the outcome is interrupted.
+#[test]
+fn cancelling_during_judging_stops_at_once_and_keeps_no_half_judged_row() {
+    let env = Env::new(3, "yes", None);
+    rt().block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(text("{}"))
+                    .set_delay(std::time::Duration::from_secs(60)),
+            )
+            .mount(&server)
+            .await;
+        let mut cfg = env.config("out");
+        cfg.judge = Some(format!("openai:judge-model@{}/v1", server.uri()));
+        cfg.timeout_secs = Some(30.0);
+        cfg.retries = Some(3);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            stop.cancel();
+        });
+        let started = std::time::Instant::now();
+        let o = ragloop::eval::run_eval_until(&cfg, &cancel).await.unwrap();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "stopped after {:?}",
+            started.elapsed()
+        );
+        assert!(o.interrupted, "the outcome says interrupted");
+        let rows = std::fs::read_to_string(env.path("out/results.jsonl")).unwrap_or_default();
+        assert!(
+            !rows.contains("judge_failed"),
+            "no row of judge failures for a cancelled judge: {rows}"
+        );
+    });
+}

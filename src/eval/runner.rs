@@ -411,7 +411,18 @@ async fn run_observed(
         if result.status != crate::runtime::Status::Interrupted {
             let field = p.program.spec.output.documents.as_deref();
             let context = super::judge::context_of(&result, field);
-            row.metrics.judge = Some(super::judge::judge_row(j, item, &row, &context).await);
+            // The judge's calls end with the run's token like the run's own: a row
+            // whose judging was cut short is interrupted (no row is written, so
+            // `--resume` runs and judges it again), never a row of judge failures.
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    row.status = crate::runtime::Status::Interrupted;
+                }
+                judged = super::judge::judge_row(j, item, &row, &context) => {
+                    row.metrics.judge = Some(judged);
+                }
+            }
         }
     }
     row
