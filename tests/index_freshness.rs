@@ -162,3 +162,36 @@ fn a_manifest_without_stamps_is_still_reused() {
     assert_eq!(r.hashed, 3);
     assert_eq!(open(corpus.path(), &dest).hashed, 0);
 }
+
+/// A file the walk cannot read (a dangling symlink) is warned about; once it is gone,
+/// the index is rebuilt and the warning with it, instead of being repeated from the
+/// manifest on every start.
+#[cfg(unix)]
+#[test]
+fn a_walk_warning_that_went_away_is_not_repeated() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    for (rel, text) in FILES {
+        write_old(corpus.path(), rel, text);
+    }
+    std::os::unix::fs::symlink(
+        corpus.path().join("nowhere.md"),
+        corpus.path().join("p3.md"),
+    )
+    .expect("symlink");
+    let out = tempfile::tempdir().expect("tempdir");
+    let dest = out.path().join("idx");
+    let first = open(corpus.path(), &dest);
+    assert!(
+        first.warnings.iter().any(|w| w.contains("p3.md")),
+        "{:?}",
+        first.warnings
+    );
+    fs::remove_file(corpus.path().join("p3.md")).expect("rm");
+    let after = open(corpus.path(), &dest);
+    assert!(
+        !after.warnings.iter().any(|w| w.contains("p3.md")),
+        "a removed file is not warned about: {:?}",
+        after.warnings
+    );
+    assert_eq!(after.skipped, first.skipped - 1, "{after:?}");
+}

@@ -82,24 +82,7 @@ pub fn default_index_dir(corpus: &Path) -> Result<PathBuf, RetrievalError> {
     let canonical =
         std::fs::canonicalize(corpus).map_err(|e| RetrievalError::io("resolving", corpus, e))?;
     let hash = blake3::hash(canonical.as_os_str().as_encoded_bytes()).to_hex();
-    let cache = cache_root().ok_or(RetrievalError::NoCacheDir)?;
+    let cache = super::cache_root().ok_or(RetrievalError::NoCacheDir)?;
     Ok(cache.join("indexes").join(&hash.as_str()[..16]))
 }
 
-/// ragloop's cache directory: `$RAGLOOP_CACHE_DIR`, else `$XDG_CACHE_HOME/ragloop`,
-/// else `$HOME/.cache/ragloop` (empty variables count as unset); `None` when none is
-/// set. Indexes live under `indexes/`, the LLM response cache under `responses/`.
-pub fn cache_root() -> Option<PathBuf> {
-    let nonempty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(d) = nonempty("RAGLOOP_CACHE_DIR") {
-        Some(d)
-    } else if let Some(d) = nonempty("XDG_CACHE_HOME") {
-        Some(d.join("ragloop"))
-    } else {
-        nonempty("HOME").map(|d| d.join(".cache").join("ragloop"))
-    }
-}

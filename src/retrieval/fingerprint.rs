@@ -134,6 +134,14 @@ pub(crate) fn scan(
         h.update(b"hygiene\n");
     }
     h.update(format!("heading_weight {}\n", opts.heading_weight).as_bytes());
+    // What the walk could not read (a dangling symlink, a loop) is warned about by
+    // every start that reuses the index: when it goes away or changes, the index is
+    // rebuilt so its report says what is there now.
+    for w in &warnings {
+        h.update(b"walk warning ");
+        h.update(w.as_bytes());
+        h.update(b"\n");
+    }
     let mut files = Vec::with_capacity(candidates.len());
     let mut stamps = Vec::with_capacity(candidates.len());
     let mut hashed = 0usize;

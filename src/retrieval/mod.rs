@@ -21,6 +21,7 @@
 //! and which key variable it reads ([`tool_key_var`]).
 
 mod bm25;
+mod cache_dir;
 mod chunk;
 mod corpus;
 pub mod dense;
@@ -48,7 +49,8 @@ pub mod web;
 pub use bm25::{open_index, CorpusFilter};
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
 pub(crate) use corpus::check_dir;
-pub use corpus::{cache_root, default_index_dir, resolve_corpus};
+pub use cache_dir::cache_root;
+pub use corpus::{default_index_dir, resolve_corpus};
 pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
 pub use diversity::{Diversified, Diversity};
 pub use document::{chunk_id, source_of, Document, ID_NAMESPACE};

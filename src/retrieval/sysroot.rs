@@ -50,7 +50,7 @@ pub(super) fn sysroot() -> Result<String, String> {
     if let Some((_, s)) = cache.iter().find(|(r, _)| *r == rustc) {
         return s.clone();
     }
-    let stored = super::cache_root().map(|c| c.join("sysroot").join(key(&rustc)));
+    let stored = super::cache_dir::cache_root().map(|c| c.join("sysroot").join(key(&rustc)));
     if let Some(known) = stored.as_deref().and_then(remembered) {
         cache.push((rustc, Ok(known.clone())));
         return Ok(known);
