@@ -74,7 +74,8 @@ pub struct EvalArgs {
     pub calls: super::calls::CallArgs,
     /// Judge model of faithfulness and answer relevancy (same form as --model without
     /// NAME=; cached, recorded and replayed like every call). Default: the offline
-    /// judge (a classical approximation, see docs/eval.md).
+    /// judge (a classical approximation, see docs/eval.md); `none`: no judge (the
+    /// judge metrics are n/a).
     #[arg(long, value_name = "PROVIDER[:MODEL][@BASE_URL]")]
     pub judge: Option<String>,
     /// Judge samples per row; with 2 or more the judge's agreement with itself is reported.

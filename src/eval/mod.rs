@@ -561,8 +561,10 @@ pub async fn run_eval_until(
         }
     }
     let judge_repeats = cfg.judge_repeats.max(1);
+    // `--judge none`: no judge at all (the judge metrics are n/a).
+    let no_judge = cfg.judge.as_deref().map(str::trim) == Some("none");
     let judge_loaded = match cfg.judge.as_deref().map(str::trim) {
-        None | Some("offline") => None,
+        None | Some("offline") | Some("none") => None,
         Some(arg) => Some(
             judge::model::ModelJudge::load(
                 arg,
@@ -599,8 +601,10 @@ pub async fn run_eval_until(
             repeats: judge_repeats,
         },
     });
-    for p in &mut prepared {
-        p.judge = Some(std::sync::Arc::clone(&the_judge));
+    if !no_judge {
+        for p in &mut prepared {
+            p.judge = Some(std::sync::Arc::clone(&the_judge));
+        }
     }
     std::fs::create_dir_all(&cfg.out)
         .map_err(|e| EvalError::Failed(format!("cannot create {}: {e}", cfg.out.display())))?;
