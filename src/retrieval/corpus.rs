@@ -85,4 +85,3 @@ pub fn default_index_dir(corpus: &Path) -> Result<PathBuf, RetrievalError> {
     let cache = super::cache_root().ok_or(RetrievalError::NoCacheDir)?;
     Ok(cache.join("indexes").join(&hash.as_str()[..16]))
 }
-

@@ -47,9 +47,9 @@ mod vectors;
 pub mod web;
 
 pub use bm25::{open_index, CorpusFilter};
+pub use cache_dir::cache_root;
 pub use chunk::{chunk_text, Chunk, ChunkSizes};
 pub(crate) use corpus::check_dir;
-pub use cache_dir::cache_root;
 pub use corpus::{default_index_dir, resolve_corpus};
 pub use dense::{open_dense, DenseIndex, DenseRetriever, Fusion};
 pub use diversity::{Diversified, Diversity};
