@@ -691,3 +691,26 @@ edges:
         );
     }
 }
+
+/// A `--hard` kind that no question has is warned about (a typo would silently
+/// shrink the hard subset), and a kind given twice counts once.
+#[test]
+fn an_unknown_or_repeated_hard_kind_is_reported() {
+    let env = Env::new(&dataset(2));
+    let o = env
+        .cmd(&["a.yaml"], "out")
+        .args(["--variants", "base", "--hard", "nosuch,direct,direct"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--hard: no question of") && err.contains("kind `nosuch`"),
+        "{err}"
+    );
+    assert!(err.contains("kinds: direct, paraphrase"), "{err}");
+    assert_eq!(
+        env.summary("out")["hard_kinds"],
+        json!(["nosuch", "direct"])
+    );
+}

@@ -136,9 +136,13 @@ impl EvalConfig {
 
     /// The kinds of the hard subset.
     pub fn hard_kinds(&self) -> Vec<String> {
-        self.hard
+        let mut kinds = self
+            .hard
             .clone()
-            .unwrap_or_else(|| DEFAULT_HARD.iter().map(|k| (*k).to_string()).collect())
+            .unwrap_or_else(|| DEFAULT_HARD.iter().map(|k| (*k).to_string()).collect());
+        let mut seen = HashSet::new();
+        kinds.retain(|k| seen.insert(k.clone()));
+        kinds
     }
 }
 
@@ -465,6 +469,26 @@ pub async fn run_eval_until(
             warnings.join("\n"),
             cfg.dataset.display()
         )));
+    }
+    // A `--hard` kind no question has is most likely a typo: the hard subset would be
+    // silently smaller (or empty: recall (hard) n/a).
+    if let Some(hard) = &cfg.hard {
+        let kinds: HashSet<&str> = ds.items.iter().map(|i| i.kind.as_str()).collect();
+        let mut seen = HashSet::new();
+        for k in hard {
+            if !seen.insert(k.as_str()) {
+                continue;
+            }
+            if !kinds.contains(k.as_str()) {
+                let mut known: Vec<&str> = kinds.iter().copied().collect();
+                known.sort_unstable();
+                warnings.push(format!(
+                    "--hard: no question of {} has kind `{k}` (kinds: {})",
+                    cfg.dataset.display(),
+                    known.join(", ")
+                ));
+            }
+        }
     }
     let mut specs = compiled_or_usage(cfg, compiled)?;
     let arm_list: Vec<arms::Arm> = if several {
