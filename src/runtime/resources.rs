@@ -37,7 +37,7 @@ pub enum ResourceError {
     Tool(String),
     /// A model's provider could not be built (the message names the model).
     #[error("{0}")]
-    Provider(String),
+    Provider(#[source] crate::providers::ConfigError),
 }
 
 /// How to open the resources of a run.
