@@ -220,10 +220,7 @@ impl Provider for ScriptedProvider {
                 Value::String(s) => estimate_tokens(s),
                 v => estimate_tokens(&v.to_string()),
             };
-            let cost_usd = req.model.price.as_ref().map_or(0.0, |p| {
-                (input_tokens as f64 * p.input_per_mtok + output_tokens as f64 * p.output_per_mtok)
-                    / 1_000_000.0
-            });
+            let cost_usd = super::cost_usd(&req.model, input_tokens, output_tokens);
             Ok(LlmResponse {
                 output: answer.output,
                 usage: Usage {
