@@ -206,20 +206,49 @@ pub fn code_mask(text: &str) -> Vec<bool> {
     mask
 }
 
+/// Why [`check_expression_text`] or [`check_template_text`] refuses a text before
+/// minijinja sees it. Validation shows the message as a diagnostic's, after the
+/// expression's or template's name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    /// An expression with more than [`MAX_EXPRESSION_OPERATORS`] operators.
+    #[error("the expression has {ops} operators; at most {MAX_EXPRESSION_OPERATORS} are allowed (split it into update steps or state fields)")]
+    ExpressionOperators {
+        /// The operators counted.
+        ops: usize,
+    },
+    /// A template delimiter (`{{`, `}}`, `{%`, `%}`, `{#`, `#}`) outside string
+    /// literals of an expression.
+    #[error("`{delimiter}` cannot appear in an expression (offset {offset}); write the expression without template delimiters")]
+    Delimiter {
+        /// The delimiter.
+        delimiter: String,
+        /// Its byte offset in the expression.
+        offset: usize,
+    },
+    /// A template tag with more than [`MAX_EXPRESSION_OPERATORS`] operators.
+    #[error("the tag at offset {offset} has {ops} operators; at most {MAX_EXPRESSION_OPERATORS} are allowed in one tag")]
+    TagOperators {
+        /// The tag's byte offset in the template.
+        offset: usize,
+        /// The operators counted.
+        ops: usize,
+    },
+}
+
 /// Rejects expression text that holds template delimiters (`{{`, `}}`, `{%`, `%}`,
 /// `{#`, `#}`) outside string literals. An expression is the inside of a tag already;
 /// minijinja 2.24's lexer panics on a stray `}}` in an expression (found by
 /// fuzzing), so every expression goes through this check before it is compiled.
 ///
 /// # Errors
-/// A message naming the delimiter and its byte offset.
-pub fn check_expression_text(src: &str) -> Result<(), String> {
+/// [`TextError::Delimiter`] naming the delimiter and its byte offset;
+/// [`TextError::ExpressionOperators`] past [`MAX_EXPRESSION_OPERATORS`].
+pub fn check_expression_text(src: &str) -> Result<(), TextError> {
     let mask = code_mask(src);
     let ops = operator_count(src, &mask);
     if ops > MAX_EXPRESSION_OPERATORS {
-        return Err(format!(
-            "the expression has {ops} operators; at most {MAX_EXPRESSION_OPERATORS} are allowed (split it into update steps or state fields)"
-        ));
+        return Err(TextError::ExpressionOperators { ops });
     }
     for i in 0..src.len().saturating_sub(1) {
         if !(mask[i] && mask[i + 1]) {
@@ -227,9 +256,10 @@ pub fn check_expression_text(src: &str) -> Result<(), String> {
         }
         if let Some(pair) = src.get(i..i + 2) {
             if matches!(pair, "{{" | "}}" | "{%" | "%}" | "{#" | "#}") {
-                return Err(format!(
-                    "`{pair}` cannot appear in an expression (offset {i}); write the expression without template delimiters"
-                ));
+                return Err(TextError::Delimiter {
+                    delimiter: pair.to_string(),
+                    offset: i,
+                });
             }
         }
     }
@@ -241,8 +271,8 @@ pub fn check_expression_text(src: &str) -> Result<(), String> {
 /// stack compiling it).
 ///
 /// # Errors
-/// The message names the tag's byte offset and its operator count.
-pub fn check_template_text(src: &str) -> Result<(), String> {
+/// [`TextError::TagOperators`], naming the tag's byte offset and its operator count.
+pub fn check_template_text(src: &str) -> Result<(), TextError> {
     let mut from = 0;
     while let Some(open) = src[from..].find(['{']).map(|i| from + i) {
         let close = match src.get(open..open + 2) {
@@ -260,9 +290,7 @@ pub fn check_template_text(src: &str) -> Result<(), String> {
         let body = &src[body_start..end];
         let ops = operator_count(body, &code_mask(body));
         if ops > MAX_EXPRESSION_OPERATORS {
-            return Err(format!(
-                "the tag at offset {open} has {ops} operators; at most {MAX_EXPRESSION_OPERATORS} are allowed in one tag"
-            ));
+            return Err(TextError::TagOperators { offset: open, ops });
         }
         from = (end + close.len()).min(src.len());
         if from <= open {
@@ -507,10 +535,25 @@ mod tests {
         let long = vec!["a"; 1002].join(" or ");
         assert!(check_expression_text(&long)
             .unwrap_err()
+            .to_string()
             .contains("1001 operators"));
+        assert_eq!(
+            check_expression_text(&long),
+            Err(TextError::ExpressionOperators { ops: 1001 })
+        );
         assert!(check_expression_text(&vec!["a"; 1001].join(" or ")).is_ok());
         let tpl = format!("{{{{ x }}}} text {{% if {long} %}}y{{% endif %}}");
-        assert!(check_template_text(&tpl).unwrap_err().contains("offset 13"));
+        assert!(check_template_text(&tpl)
+            .unwrap_err()
+            .to_string()
+            .contains("offset 13"));
+        assert_eq!(
+            check_template_text(&tpl),
+            Err(TextError::TagOperators {
+                offset: 13,
+                ops: 1001
+            })
+        );
         // Many small tags are fine: the cap is per tag.
         assert!(check_template_text(&"{{ a or b }}".repeat(2000)).is_ok());
     }
@@ -601,6 +644,18 @@ mod tests {
         assert!(check_expression_text("grades }}| count_graded > 0").is_err());
         assert!(check_expression_text("{{ x }}").is_err());
         assert!(check_expression_text("a %} b").is_err());
+        let e = check_expression_text("a %} b").unwrap_err();
+        assert_eq!(
+            e,
+            TextError::Delimiter {
+                delimiter: "%}".into(),
+                offset: 2
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "`%}` cannot appear in an expression (offset 2); write the expression without template delimiters"
+        );
         assert!(check_expression_text("x == '}}'").is_ok());
         assert!(check_expression_text("x == \"{%\" and y").is_ok());
         assert!(check_expression_text("d['k'] > 1").is_ok());

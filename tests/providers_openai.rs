@@ -78,6 +78,7 @@ fn endpoint_rule() {
     }
     assert!(endpoint("m", Some("localhost:11434"))
         .unwrap_err()
+        .to_string()
         .contains("http"));
     assert!(endpoint("m", Some("ftp://h/v1")).is_err());
     assert!(endpoint("m", Some("not a url")).is_err());

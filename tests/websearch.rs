@@ -221,7 +221,9 @@ async fn searxng_unreachable_server() {
 
 #[test]
 fn bad_base_urls_are_refused() {
-    let e = WebSearch::searxng("web", "localhost:8888", policy(0, 100)).unwrap_err();
+    let e = WebSearch::searxng("web", "localhost:8888", policy(0, 100))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("tool `web`: base_url `localhost:8888`"),
         "{e}"
@@ -360,8 +362,9 @@ async fn tavily_500_then_success() {
 #[test]
 fn tavily_missing_key_is_reported_up_front() {
     std::env::remove_var("RAGLOOP_TEST_TAVILY_UNSET");
-    let e =
-        WebSearch::tavily("web", "RAGLOOP_TEST_TAVILY_UNSET", None, policy(0, 100)).unwrap_err();
+    let e = WebSearch::tavily("web", "RAGLOOP_TEST_TAVILY_UNSET", None, policy(0, 100))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "tool `web`: the Tavily API key is missing: set the environment variable RAGLOOP_TEST_TAVILY_UNSET"

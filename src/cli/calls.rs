@@ -69,10 +69,11 @@ impl CallArgs {
                 ));
             }
             let writer = if resume {
-                CassetteWriter::append(path)?
+                CassetteWriter::append(path)
             } else {
-                CassetteWriter::create(path)?
-            };
+                CassetteWriter::create(path)
+            }
+            .map_err(|e| e.to_string())?;
             opts.record = Some(Arc::new(writer));
         }
         Ok(())

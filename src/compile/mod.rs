@@ -370,13 +370,13 @@ impl CompiledSpec {
                 .iter()
                 .map(|a| overlay::parse_override(a, sources))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(LoadError::Usage)?;
+                .map_err(|e| LoadError::Usage(e.to_string()))?;
             loaded = overlay::apply_overrides(&loaded, &parsed).map_err(|e| match e {
-                overlay::OverrideError::Path(m) => LoadError::Usage(m),
                 overlay::OverrideError::Invalid(ds) => LoadError::Usage(invalid_after(
                     changes,
                     &render::render(&ds, sources, Format::Human),
                 )),
+                other => LoadError::Usage(other.to_string()),
             })?;
         }
         for m in &changes.models {

@@ -87,7 +87,7 @@ pub enum ModelFault {
     NotUrl,
     /// The base URL does not parse (the provider's message).
     #[error("{0}")]
-    BaseUrl(String),
+    BaseUrl(#[source] crate::providers::EndpointError),
     /// Not a provider kind; `expected` lists them.
     #[error("unknown provider `{provider}` (expected {expected})")]
     UnknownProvider {

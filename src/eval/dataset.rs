@@ -115,34 +115,131 @@ pub struct Dataset {
     pub errors: Vec<LineError>,
 }
 
+/// Why one dataset line cannot be used ([`parse_line`]); its `Display` is the
+/// [`LineError::message`] reports show.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The line is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The line is JSON but not an object (`found`: its type, as [`type_name`] says).
+    #[error("expected a JSON object, found {found}")]
+    NotObject {
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// No `id`.
+    #[error("missing field `id`")]
+    MissingId,
+    /// An empty or blank `id`.
+    #[error("`id` is empty")]
+    EmptyId,
+    /// An `id` that is a number but not an integer.
+    #[error("`id` must be a string or an integer, found the number {0}")]
+    FractionalId(serde_json::Number),
+    /// An `id` of another type.
+    #[error("`id` must be a string or an integer, found {0}")]
+    IdType(&'static str),
+    /// The `question` is missing or not a string (no id prefix: the line's id is
+    /// known, but the message reads as the line's first fault).
+    #[error("{0}")]
+    Question(FieldError),
+    /// An empty or blank question.
+    #[error("`{id}`: the question is empty")]
+    EmptyQuestion {
+        /// The item's id.
+        id: String,
+    },
+    /// Another field of the item `id` is missing or ill-typed.
+    #[error("`{id}`: {fault}")]
+    Field {
+        /// The item's id.
+        id: String,
+        /// What is wrong with the field.
+        fault: FieldError,
+    },
+}
+
+/// What is wrong with one field of a dataset line (see [`ParseError`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// A required field is missing.
+    #[error("missing field `{0}`")]
+    Missing(&'static str),
+    /// A string field of another type.
+    #[error("`{key}` must be a string, found {found}")]
+    NotString {
+        /// The field.
+        key: &'static str,
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// A string field that is empty or blank.
+    #[error("`{0}` is empty")]
+    Empty(&'static str),
+    /// A list field that is not a list.
+    #[error("`{key}` must be a list of strings, found {found}")]
+    NotList {
+        /// The field.
+        key: &'static str,
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// An entry of a list field that is empty or blank.
+    #[error("`{key}[{index}]` is empty")]
+    EmptyEntry {
+        /// The field.
+        key: &'static str,
+        /// The entry's 0-based index.
+        index: usize,
+    },
+    /// An entry of a list field that is not a string.
+    #[error("`{key}[{index}]` must be a string, found {found}")]
+    EntryNotString {
+        /// The field.
+        key: &'static str,
+        /// The entry's 0-based index.
+        index: usize,
+        /// The JSON type found.
+        found: &'static str,
+    },
+    /// `hard` that is not a boolean.
+    #[error("`hard` must be true or false, found {0}")]
+    HardNotBool(&'static str),
+}
+
 // A reference list left out (or null) is empty: the metrics that read it are n/a.
-fn string_list(m: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+fn string_list(m: &Map<String, Value>, key: &'static str) -> Result<Vec<String>, FieldError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(a)) => a
             .iter()
             .enumerate()
-            .map(|(i, v)| match v.as_str() {
-                Some(s) if s.trim().is_empty() => Err(format!("`{key}[{i}]` is empty")),
+            .map(|(index, v)| match v.as_str() {
+                Some(s) if s.trim().is_empty() => Err(FieldError::EmptyEntry { key, index }),
                 Some(s) => Ok(s.to_string()),
-                None => Err(format!(
-                    "`{key}[{i}]` must be a string, found {}",
-                    type_name(v)
-                )),
+                None => Err(FieldError::EntryNotString {
+                    key,
+                    index,
+                    found: type_name(v),
+                }),
             })
             .collect(),
-        Some(v) => Err(format!(
-            "`{key}` must be a list of strings, found {}",
-            type_name(v)
-        )),
+        Some(v) => Err(FieldError::NotList {
+            key,
+            found: type_name(v),
+        }),
     }
 }
 
-fn string(m: &Map<String, Value>, key: &str) -> Result<String, String> {
+fn string(m: &Map<String, Value>, key: &'static str) -> Result<String, FieldError> {
     match m.get(key) {
-        None => Err(format!("missing field `{key}`")),
+        None => Err(FieldError::Missing(key)),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(v) => Err(format!("`{key}` must be a string, found {}", type_name(v))),
+        Some(v) => Err(FieldError::NotString {
+            key,
+            found: type_name(v),
+        }),
     }
 }
 
@@ -161,60 +258,52 @@ pub fn type_name(v: &Value) -> &'static str {
 /// Parses one line (without its newline) into an item.
 ///
 /// # Errors
-/// What is wrong with the line (not JSON, not an object, a missing field, a field of
-/// the wrong type, an empty id, question, kind, or `must_contain` / `sources` entry).
-pub fn parse_line(line: &str, lineno: usize) -> Result<Item, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+/// The [`ParseError`]: not JSON, not an object, a missing field, a field of the wrong
+/// type, an empty id, question, kind, or `must_contain` / `sources` entry.
+pub fn parse_line(line: &str, lineno: usize) -> Result<Item, ParseError> {
+    let v: Value = serde_json::from_str(line).map_err(ParseError::NotJson)?;
     let Value::Object(m) = v else {
-        return Err(format!("expected a JSON object, found {}", type_name(&v)));
+        return Err(ParseError::NotObject {
+            found: type_name(&v),
+        });
     };
     let id = match m.get("id") {
-        None => return Err("missing field `id`".into()),
+        None => return Err(ParseError::MissingId),
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(Value::String(_)) => return Err("`id` is empty".into()),
+        Some(Value::String(_)) => return Err(ParseError::EmptyId),
         Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
-        Some(Value::Number(n)) => {
-            return Err(format!(
-                "`id` must be a string or an integer, found the number {n}"
-            ))
-        }
-        Some(v) => {
-            return Err(format!(
-                "`id` must be a string or an integer, found {}",
-                type_name(v)
-            ))
-        }
+        Some(Value::Number(n)) => return Err(ParseError::FractionalId(n.clone())),
+        Some(v) => return Err(ParseError::IdType(type_name(v))),
     };
-    let question = string(&m, "question")?;
+    let question = string(&m, "question").map_err(ParseError::Question)?;
     if question.trim().is_empty() {
-        return Err(format!("`{id}`: the question is empty"));
+        return Err(ParseError::EmptyQuestion { id });
     }
+    let field = |fault: FieldError| ParseError::Field {
+        id: id.clone(),
+        fault,
+    };
     let answer = match m.get("answer") {
         None | Some(Value::Null) => None,
-        Some(_) => Some(string(&m, "answer").map_err(|e| format!("`{id}`: {e}"))?),
+        Some(_) => Some(string(&m, "answer").map_err(field)?),
     };
     Ok(Item {
         answer,
-        must_contain: string_list(&m, "must_contain").map_err(|e| format!("`{id}`: {e}"))?,
-        sources: string_list(&m, "sources").map_err(|e| format!("`{id}`: {e}"))?,
+        must_contain: string_list(&m, "must_contain").map_err(field)?,
+        sources: string_list(&m, "sources").map_err(field)?,
         kind: string(&m, "kind")
             .and_then(|k| {
                 if k.trim().is_empty() {
-                    Err("`kind` is empty".into())
+                    Err(FieldError::Empty("kind"))
                 } else {
                     Ok(k)
                 }
             })
-            .map_err(|e| format!("`{id}`: {e}"))?,
+            .map_err(field)?,
         hard: match m.get("hard") {
             None | Some(Value::Null) => None,
             Some(Value::Bool(b)) => Some(*b),
-            Some(v) => {
-                return Err(format!(
-                    "`{id}`: `hard` must be true or false, found {}",
-                    type_name(v)
-                ))
-            }
+            Some(v) => return Err(field(FieldError::HardNotBool(type_name(v)))),
         },
         id,
         question,
@@ -250,9 +339,9 @@ pub fn parse(text: &str) -> Result<Dataset, DatasetError> {
                 seen.insert(item.id.clone(), lineno);
                 ds.items.push(item);
             }
-            Err(message) => ds.errors.push(LineError {
+            Err(e) => ds.errors.push(LineError {
                 line: lineno,
-                message,
+                message: e.to_string(),
             }),
         }
     }
@@ -288,6 +377,50 @@ pub fn load(path: &Path) -> Result<Dataset, DatasetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_line_faults_are_typed_with_the_messages_reports_show() {
+        let e = parse_line("[1]", 1).unwrap_err();
+        assert!(matches!(e, ParseError::NotObject { found: "a list" }));
+        assert_eq!(e.to_string(), "expected a JSON object, found a list");
+        let e = parse_line(r#"{"id": 1.5}"#, 1).unwrap_err();
+        assert!(matches!(e, ParseError::FractionalId(_)));
+        assert_eq!(
+            e.to_string(),
+            "`id` must be a string or an integer, found the number 1.5"
+        );
+        let e = parse_line(r#"{"id": "a"}"#, 1).unwrap_err();
+        assert!(matches!(
+            e,
+            ParseError::Question(FieldError::Missing("question"))
+        ));
+        assert_eq!(e.to_string(), "missing field `question`");
+        let e = parse_line(
+            r#"{"id": "a", "question": "q", "kind": "k", "sources": ["x", 3]}"#,
+            1,
+        )
+        .unwrap_err();
+        assert!(matches!(
+            &e,
+            ParseError::Field { id, fault: FieldError::EntryNotString { key: "sources", index: 1, found: "a number" } } if id == "a"
+        ));
+        assert_eq!(
+            e.to_string(),
+            "`a`: `sources[1]` must be a string, found a number"
+        );
+        let e = parse_line(r#"{"id": "a", "question": "q", "kind": " "}"#, 1).unwrap_err();
+        assert_eq!(e.to_string(), "`a`: `kind` is empty");
+        let e =
+            parse_line(r#"{"id": "a", "question": "q", "kind": "k", "hard": 1}"#, 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`a`: `hard` must be true or false, found a number"
+        );
+        let e = parse_line("{", 1).unwrap_err();
+        assert!(matches!(e, ParseError::NotJson(_)));
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("not JSON: "));
+    }
 
     const GOOD: &str = r#"{"id": "a", "question": "q?", "answer": "x", "must_contain": ["x"], "sources": ["book/a.html"], "kind": "direct"}"#;
 

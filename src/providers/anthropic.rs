@@ -28,7 +28,9 @@
 //! for `openai`.
 use super::net;
 use super::openai::{http_error, strip_fence};
-use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use super::{
+    Billed, ConfigError, EndpointError, LlmRequest, LlmResponse, Provider, ProviderError, Usage,
+};
 use crate::http::{self, HttpError, HttpResponse};
 use crate::spec::types::ModelSpec;
 use futures::future::BoxFuture;
@@ -50,8 +52,9 @@ pub struct AnthropicProvider {
 /// The Messages endpoint for a `base_url` (see the module docs).
 ///
 /// # Errors
-/// When `base_url` is not an http(s) URL.
-pub fn endpoint(name: &str, base_url: Option<&str>) -> Result<String, String> {
+/// [`EndpointError`] when `base_url` is not an http(s) URL, or carries a query or
+/// fragment.
+pub fn endpoint(name: &str, base_url: Option<&str>) -> Result<String, EndpointError> {
     let url = net::parse_base(name, base_url.unwrap_or(DEFAULT_BASE_URL))?;
     let path = url.path().trim_end_matches('/');
     Ok(if path.ends_with("/v1/messages") {
@@ -69,9 +72,9 @@ impl AnthropicProvider {
     /// The provider of model `name`.
     ///
     /// # Errors
-    /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
-    /// a `params` key that would replace the request's fixed fields.
-    pub fn new(name: &str, spec: &ModelSpec) -> Result<AnthropicProvider, String> {
+    /// A [`ConfigError`] naming the model: no `model` name, a bad `base_url`, a
+    /// missing key, a `params` key that would replace the request's fixed fields.
+    pub fn new(name: &str, spec: &ModelSpec) -> Result<AnthropicProvider, ConfigError> {
         Ok(AnthropicProvider {
             conn: net::Connection::new(
                 name,

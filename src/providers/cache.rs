@@ -216,11 +216,13 @@ impl RequestKey {
     /// Parses 64 hex digits.
     ///
     /// # Errors
-    /// When the text is not 64 hex digits.
-    pub fn from_hex(s: &str) -> Result<RequestKey, String> {
+    /// [`CacheError::BadKey`] when the text is not 64 hex digits.
+    pub fn from_hex(s: &str) -> Result<RequestKey, CacheError> {
         blake3::Hash::from_hex(s)
             .map(RequestKey)
-            .map_err(|_| format!("`{}` is not a 64-digit hex key", short(&Value::from(s))))
+            .map_err(|_| CacheError::BadKey {
+                text: s.to_string(),
+            })
     }
 }
 
@@ -470,11 +472,14 @@ impl ResponseCache {
     /// over it (atomic on POSIX file systems; not fsynced, see the module docs).
     ///
     /// # Errors
-    /// The I/O error, naming the path.
-    pub fn put(&self, key: &RequestKey, resp: &LlmResponse) -> Result<(), String> {
+    /// [`CacheError::Write`]: the I/O error, naming the path.
+    pub fn put(&self, key: &RequestKey, resp: &LlmResponse) -> Result<(), CacheError> {
         let path = self.path(key);
         let dir = path.parent().unwrap_or(&self.dir);
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| CacheError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let entry = Entry {
             v: KEY_VERSION,
             key: key.hex(),
@@ -483,7 +488,7 @@ impl ResponseCache {
             usage_estimated: resp.usage_estimated,
             created: crate::clock::unix_ms(),
         };
-        let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&entry).map_err(CacheError::Encode)?;
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let tmp = dir.join(format!(
             ".{}.{}.{}.tmp",
@@ -500,17 +505,41 @@ impl ResponseCache {
             drop(f);
             std::fs::rename(&tmp, &path)
         };
-        write().map_err(|e| {
+        write().map_err(|source| {
             let _ = std::fs::remove_file(&tmp);
-            format!("{}: {e}", path.display())
+            CacheError::Write { path, source }
         })
     }
 
-    pub(crate) fn warn_once(&self, msg: &str) {
+    pub(crate) fn warn_once(&self, msg: &CacheError) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             crate::errln!("ragloop: response cache write failed (the run goes on without caching new answers): {msg}");
         }
     }
+}
+
+/// Why a request key does not parse or a cache entry cannot be written. Write
+/// failures never fail a call: [`CachedProvider`] warns once and goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The text is not 64 hex digits (it is quoted, shortened, in the message).
+    #[error("`{}` is not a 64-digit hex key", short(&Value::from(text.as_str())))]
+    BadKey {
+        /// The text given.
+        text: String,
+    },
+    /// The entry's directory or file cannot be written.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The directory or entry file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The entry cannot be encoded as JSON.
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
 }
 
 /// A provider behind the response cache: a hit answers from disk without calling the

@@ -187,10 +187,12 @@ impl CassetteWriter {
     /// Creates (or truncates) a cassette.
     ///
     /// # Errors
-    /// The I/O error, naming the path.
-    pub fn create(path: &Path) -> Result<CassetteWriter, String> {
-        let file = std::fs::File::create(path)
-            .map_err(|e| format!("cannot create cassette {}: {e}", path.display()))?;
+    /// [`CassetteError::Create`]: the I/O error, naming the path.
+    pub fn create(path: &Path) -> Result<CassetteWriter, CassetteError> {
+        let file = std::fs::File::create(path).map_err(|source| CassetteError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(CassetteWriter {
             path: path.to_path_buf(),
             file: Mutex::new(file),
@@ -204,9 +206,12 @@ impl CassetteWriter {
     /// continues after the largest recorded one.
     ///
     /// # Errors
-    /// The I/O error, naming the path.
-    pub fn append(path: &Path) -> Result<CassetteWriter, String> {
-        let err = |e: std::io::Error| format!("cannot open cassette {}: {e}", path.display());
+    /// [`CassetteError::Open`]: the I/O error, naming the path.
+    pub fn append(path: &Path) -> Result<CassetteWriter, CassetteError> {
+        let err = |source: std::io::Error| CassetteError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
         let mut next = 0u64;
         let mut keep = 0u64;
         if let Ok(f) = std::fs::File::open(path) {
@@ -260,16 +265,21 @@ impl CassetteWriter {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn write_line(&self, line: &impl Serialize) -> Result<(), String> {
-        let mut bytes = serde_json::to_vec(line).map_err(|e| e.to_string())?;
+    /// Appends one line and flushes it.
+    ///
+    /// # Errors
+    /// [`CassetteError::Encode`], [`CassetteError::Poisoned`] or
+    /// [`CassetteError::Write`] (naming the path).
+    pub(crate) fn write_line(&self, line: &impl Serialize) -> Result<(), CassetteError> {
+        let mut bytes = serde_json::to_vec(line).map_err(CassetteError::Encode)?;
         bytes.push(b'\n');
-        let mut f = self
-            .file
-            .lock()
-            .map_err(|_| "cassette writer is poisoned".to_string())?;
+        let mut f = self.file.lock().map_err(|_| CassetteError::Poisoned)?;
         f.write_all(&bytes)
             .and_then(|()| f.flush())
-            .map_err(|e| format!("cannot write cassette {}: {e}", self.path.display()))?;
+            .map_err(|source| CassetteError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
         self.written.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -386,7 +396,7 @@ impl Provider for RecordingProvider {
             guard.armed = false;
             let written = self.writer.write_line(&self.line(seq, req, r.as_ref()));
             match (r, written) {
-                (Ok(_), Err(w)) => Err(ProviderError::Permanent(w)),
+                (Ok(_), Err(w)) => Err(ProviderError::Permanent(w.to_string())),
                 (r, _) => r,
             }
         })

@@ -282,21 +282,23 @@ impl RecordingEmbeddings {
         r: Result<Answer<'_>, &str>,
         stored: bool,
     ) -> Result<(), String> {
-        self.writer.write_line(&EmbedLineOut {
-            v: CASSETTE_VERSION,
-            kind: EMBEDDINGS,
-            seq,
-            key: embedding_key(req.config, req.texts).hex(),
-            model_name: req.model_name,
-            config: req.config,
-            purpose: req.purpose,
-            stored,
-            inputs: req.texts,
-            vectors: r.ok().map(|e| e.0),
-            input_tokens: r.ok().and_then(|e| e.1),
-            cached: r.is_ok_and(|e| e.2),
-            error: r.err(),
-        })
+        self.writer
+            .write_line(&EmbedLineOut {
+                v: CASSETTE_VERSION,
+                kind: EMBEDDINGS,
+                seq,
+                key: embedding_key(req.config, req.texts).hex(),
+                model_name: req.model_name,
+                config: req.config,
+                purpose: req.purpose,
+                stored,
+                inputs: req.texts,
+                vectors: r.ok().map(|e| e.0),
+                input_tokens: r.ok().and_then(|e| e.1),
+                cached: r.is_ok_and(|e| e.2),
+                error: r.err(),
+            })
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -1,6 +1,7 @@
 //! API keys, checked in one place: [`api_key`] (the rule of a model's key) and
 //! [`missing`] (every key a run of a spec needs, one message per fault, reported
 //! before anything runs). Every key variable is read by [`crate::secret::read_env`].
+use super::{KeyError, KeyRule};
 use crate::secret::{read_env, Secret};
 use crate::spec::types::{ModelSpec, Spec};
 
@@ -19,15 +20,15 @@ use crate::spec::types::{ModelSpec, Spec};
 /// Other provider kinds need no key (`Ok(None)`).
 ///
 /// # Errors
-/// A message naming the model and the variable when a required key is missing,
+/// A [`KeyError`] naming the model and the variable when a required key is missing,
 /// empty or not UTF-8.
-pub fn api_key(name: &str, model: &ModelSpec) -> Result<Option<Secret>, String> {
+pub fn api_key(name: &str, model: &ModelSpec) -> Result<Option<Secret>, KeyError> {
     let Some(net) = super::kind(model.provider).network else {
         return Ok(None);
     };
     let (default_var, official) = (net.key_var, net.official_host);
-    let (var, how) = match model.api_key_env.as_deref() {
-        Some(v) => (v, format!("named by models.{name}.api_key_env")),
+    let (var, rule) = match model.api_key_env.as_deref() {
+        Some(v) => (v, KeyRule::Named),
         None => {
             let on_official = model.base_url.as_deref().is_none_or(|b| {
                 reqwest::Url::parse(b.trim())
@@ -40,18 +41,17 @@ pub fn api_key(name: &str, model: &ModelSpec) -> Result<Option<Secret>, String> 
             }
             (
                 default_var,
-                format!(
-                    "the default of provider {}; name another one with models.{name}.api_key_env",
-                    model.provider.as_str()
-                ),
+                KeyRule::Default {
+                    provider: model.provider.as_str(),
+                },
             )
         }
     };
-    read_env(var).map(Some).map_err(|why| {
-        format!(
-            "model `{name}`: the API key variable {var} ({how}) {}",
-            why.describe()
-        )
+    read_env(var).map(Some).map_err(|why| KeyError {
+        model: name.to_string(),
+        var: var.to_string(),
+        rule,
+        why,
     })
 }
 
@@ -82,7 +82,7 @@ pub fn missing(spec: &Spec, scope: &KeyScope<'_>) -> Vec<String> {
             spec.models
                 .iter()
                 .filter(|(name, _)| !scope.given.contains(&name.as_str()))
-                .filter_map(|(name, m)| api_key(name, m).err()),
+                .filter_map(|(name, m)| api_key(name, m).err().map(|e| e.to_string())),
         );
     }
     if !scope.live_calls {

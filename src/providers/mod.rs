@@ -8,6 +8,7 @@ pub mod anthropic;
 pub mod cache;
 pub mod cassette;
 pub mod embeddings;
+mod error;
 pub mod keys;
 pub mod limits;
 mod net;
@@ -19,6 +20,9 @@ pub mod retry;
 pub mod scripted;
 
 pub use crate::secret::Secret;
+pub use error::{
+    ConfigError, EndpointError, FixtureError, KeyError, KeyRule, ParamError, ReplayConfigError,
+};
 pub use keys::api_key;
 pub use net::{cost_usd, FIXED_FIELDS};
 
@@ -261,7 +265,7 @@ pub struct Network {
     /// `base_url` when the model sets none.
     pub default_base_url: &'static str,
     /// The endpoint for a model's `base_url` (`Err` names the model and the URL).
-    pub endpoint: fn(&str, Option<&str>) -> Result<String, String>,
+    pub endpoint: fn(&str, Option<&str>) -> Result<String, EndpointError>,
     /// Help of E071 when the model names no `model`.
     pub model_help: &'static str,
     /// Largest temperature the API takes (the model's is clamped); `None`: sent as is.
@@ -275,7 +279,7 @@ pub struct Network {
 #[derive(Debug)]
 pub struct KindDef {
     /// Builds the bare provider of a model (see [`registry::provider_for`]).
-    pub build: fn(&Build<'_>) -> Result<Arc<dyn Provider>, String>,
+    pub build: fn(&Build<'_>) -> Result<Arc<dyn Provider>, ConfigError>,
     /// For a kind that calls a model over the network (API keys, E071 checks,
     /// `--model …@URL` host rules).
     pub network: Option<&'static Network>,
@@ -299,7 +303,10 @@ pub fn kind(kind: Kind) -> &'static KindDef {
         build: |b| {
             offline::OfflineProvider::new(&b.model.params, b.index.clone())
                 .map(|p| Arc::new(p) as Arc<dyn Provider>)
-                .map_err(|e| format!("model `{}`: offline provider: {e}", b.name))
+                .map_err(|source| ConfigError::Offline {
+                    model: b.name.to_string(),
+                    source,
+                })
         },
         network: None,
         cache: false,

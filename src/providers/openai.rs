@@ -48,7 +48,9 @@
 //! failure of a 2xx body reporting `usage` (a refusal, a 200 with an error object)
 //! becomes [`ProviderError::Unusable`] carrying it; the runtime counts both.
 use super::net;
-use super::{Billed, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use super::{
+    Billed, ConfigError, EndpointError, LlmRequest, LlmResponse, Provider, ProviderError, Usage,
+};
 use crate::http::{self, HttpError, HttpResponse};
 use crate::spec::types::{ModelSpec, StructuredMode};
 use futures::future::BoxFuture;
@@ -73,8 +75,9 @@ pub struct OpenAiProvider {
 /// The Chat Completions endpoint for a `base_url` (see the module docs).
 ///
 /// # Errors
-/// When `base_url` is not an http(s) URL.
-pub fn endpoint(name: &str, base_url: Option<&str>) -> Result<String, String> {
+/// [`EndpointError`] when `base_url` is not an http(s) URL, or carries a query or
+/// fragment.
+pub fn endpoint(name: &str, base_url: Option<&str>) -> Result<String, EndpointError> {
     let url = net::parse_base(name, base_url.unwrap_or(DEFAULT_BASE_URL))?;
     let path = url.path().trim_end_matches('/');
     Ok(if path.ends_with("/chat/completions") {
@@ -93,9 +96,9 @@ impl OpenAiProvider {
     /// [`net::api_key`](super::api_key)).
     ///
     /// # Errors
-    /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
-    /// a `params` key that would replace the request's fixed fields.
-    pub fn new(name: &str, spec: &ModelSpec) -> Result<OpenAiProvider, String> {
+    /// A [`ConfigError`] naming the model: no `model` name, a bad `base_url`, a
+    /// missing key, a `params` key that would replace the request's fixed fields.
+    pub fn new(name: &str, spec: &ModelSpec) -> Result<OpenAiProvider, ConfigError> {
         Ok(OpenAiProvider {
             conn: net::Connection::new(
                 name,

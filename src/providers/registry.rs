@@ -2,7 +2,7 @@
 //! the registry of kinds, [`super::kind`]), and the call layers every model gets.
 use super::limits::Limited;
 use super::retry::Retrying;
-use super::Provider;
+use super::{ConfigError, Provider};
 use crate::retrieval::Index;
 use crate::spec::types::ModelSpec;
 use std::path::Path;
@@ -23,13 +23,13 @@ use std::time::Duration;
 /// The provider is returned bare; [`wrap`] adds retries, timeouts and limits.
 ///
 /// # Errors
-/// A message naming the model when the provider cannot be built.
+/// The [`ConfigError`] (naming the model) when the provider cannot be built.
 pub fn provider_for(
     name: &str,
     model: &ModelSpec,
     root: &Path,
     index: Option<Arc<Index>>,
-) -> Result<Arc<dyn Provider>, String> {
+) -> Result<Arc<dyn Provider>, ConfigError> {
     (super::kind(model.provider).build)(&super::Build {
         name,
         model,

@@ -18,8 +18,11 @@
 //! closest recorded request of that node (configuration, schema, inputs or the first
 //! differing message).
 use super::cache::{canonical_bytes, KeyConfig, KeyMaker, RequestKey};
+use super::cassette::CassetteError;
 use super::cassette::{Cassette, Exchange};
-use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError};
+use super::{
+    ConfigError, LlmRequest, LlmResponse, Message, Provider, ProviderError, ReplayConfigError,
+};
 use crate::spec::types::ModelSpec;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -50,20 +53,32 @@ impl ReplayProvider {
     /// file) and picks the recorded configuration (see the module docs).
     ///
     /// # Errors
-    /// A message naming the model: no or unknown params, unreadable or malformed
-    /// cassette, no or several matching recorded configurations.
-    pub fn from_spec(name: &str, model: &ModelSpec, root: &Path) -> Result<ReplayProvider, String> {
+    /// A [`ConfigError`] naming the model: a path outside the root (`File`); no or
+    /// unknown params, an unreadable or malformed cassette, no or several matching
+    /// recorded configurations (`Replay`, with the [`ReplayConfigError`]).
+    pub fn from_spec(
+        name: &str,
+        model: &ModelSpec,
+        root: &Path,
+    ) -> Result<ReplayProvider, ConfigError> {
+        let fail = |source: ReplayConfigError| ConfigError::Replay {
+            model: name.to_string(),
+            source,
+        };
         if let Some(k) = model.params.keys().find(|k| *k != "file") {
-            return Err(format!(
-                "model `{name}`: the replay provider has one param, `file`; unknown param `{k}`"
-            ));
+            return Err(fail(ReplayConfigError::UnknownParam(k.clone())));
         }
-        let file = model.params.get("file").and_then(Value::as_str).ok_or_else(|| {
-            format!("model `{name}`: the replay provider needs `params.file` (a cassette path relative to the project root), or use --replay FILE")
-        })?;
-        let path = crate::spec::load::resolve_under(root, file, None)
-            .map_err(|d| format!("model `{name}`: {}", d.message))?;
-        let cassette = load_shared(&path).map_err(|e| format!("model `{name}`: {e}"))?;
+        let file = model
+            .params
+            .get("file")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail(ReplayConfigError::NoFile))?;
+        let path =
+            crate::spec::load::resolve_under(root, file, None).map_err(|d| ConfigError::File {
+                model: name.to_string(),
+                message: d.message,
+            })?;
+        let cassette = load_shared(&path).map_err(|e| fail(e.into()))?;
         let recorded: Vec<&KeyConfig> = cassette
             .configs()
             .iter()
@@ -72,14 +87,14 @@ impl ReplayProvider {
             .collect();
         let config = match recorded.as_slice() {
             [] => {
-                let mut names: Vec<&str> =
-                    cassette.configs().iter().map(|(n, _)| n.as_str()).collect();
+                let mut names: Vec<String> =
+                    cassette.configs().iter().map(|(n, _)| n.clone()).collect();
                 names.dedup();
-                return Err(format!(
-                    "model `{name}`: cassette {} holds no exchange of a model named `{name}` (models recorded: {})",
-                    path.display(),
-                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                ));
+                return Err(fail(ReplayConfigError::NotRecorded {
+                    path,
+                    model: name.to_string(),
+                    recorded: names,
+                }));
             }
             [one] => (*one).clone(),
             several => {
@@ -105,13 +120,12 @@ impl ReplayProvider {
                 match fits.as_slice() {
                     [one] => (**one).clone(),
                     _ => {
-                        return Err(format!(
-                            "model `{name}`: cassette {} records {} configurations of `{name}` ({}) and the replay model's model/base_url/temperature/max_tokens/structured_output select {}; set them to pick one, or replay with --replay FILE and the spec that was recorded",
-                            path.display(),
-                            several.len(),
-                            several.iter().map(|c| c.describe()).collect::<Vec<_>>().join("; "),
-                            if fits.is_empty() { "none".to_string() } else { format!("{}", fits.len()) }
-                        ))
+                        return Err(fail(ReplayConfigError::Ambiguous {
+                            path,
+                            model: name.to_string(),
+                            configs: several.iter().map(|c| c.describe()).collect(),
+                            selected: fits.len(),
+                        }))
                     }
                 }
             }
@@ -162,10 +176,12 @@ type Shared = HashMap<(PathBuf, Option<std::time::SystemTime>, u64), Arc<Cassett
 ///
 /// # Errors
 /// The load error, as text.
-pub fn load_shared(path: &Path) -> Result<Arc<Cassette>, String> {
+pub fn load_shared(path: &Path) -> Result<Arc<Cassette>, CassetteError> {
     static LOADED: OnceLock<Mutex<Shared>> = OnceLock::new();
-    let meta = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
+    let meta = std::fs::metadata(path).map_err(|source| CassetteError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let id = (
         path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
         meta.modified().ok(),
@@ -175,7 +191,7 @@ pub fn load_shared(path: &Path) -> Result<Arc<Cassette>, String> {
     if let Some(c) = map.lock().ok().and_then(|m| m.get(&id).cloned()) {
         return Ok(c);
     }
-    let c = Arc::new(Cassette::load(path).map_err(|e| e.to_string())?);
+    let c = Arc::new(Cassette::load(path)?);
     if let Ok(mut m) = map.lock() {
         m.insert(id, Arc::clone(&c));
     }

@@ -13,7 +13,10 @@
 //! `map` node in item order before any of them runs, so item `i` of a visit gets the
 //! `i`-th answer of that visit whatever the delays and the concurrency. Repair turns
 //! take the next answer when they happen.
-use super::{estimate_tokens, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use super::{
+    estimate_tokens, ConfigError, FixtureError, LlmRequest, LlmResponse, Provider, ProviderError,
+    Usage,
+};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -84,16 +87,15 @@ impl ScriptedProvider {
     /// Reads a fixture value (`{"node": [answers...]}`).
     ///
     /// # Errors
-    /// When the value is not an object of arrays.
-    pub fn from_json(v: &Value) -> Result<ScriptedProvider, String> {
-        let obj = v
-            .as_object()
-            .ok_or("a scripted fixture must be a JSON object: node name -> list of answers")?;
+    /// [`FixtureError::NotObject`] or [`FixtureError::NotList`] when the value is not
+    /// an object of arrays.
+    pub fn from_json(v: &Value) -> Result<ScriptedProvider, FixtureError> {
+        let obj = v.as_object().ok_or(FixtureError::NotObject)?;
         let mut answers = Vec::new();
         for (node, list) in obj {
-            let list = list.as_array().ok_or_else(|| {
-                format!("scripted fixture: answers of node `{node}` must be a list")
-            })?;
+            let list = list
+                .as_array()
+                .ok_or_else(|| FixtureError::NotList { node: node.clone() })?;
             answers.push((
                 node.clone(),
                 list.iter().cloned().map(Answer::from_value).collect(),
@@ -106,32 +108,47 @@ impl ScriptedProvider {
     /// the project root `root`.
     ///
     /// # Errors
-    /// A message naming the model: no `params.file`, a path outside the root, a
-    /// fixture that cannot be read.
+    /// A [`ConfigError`] naming the model: no `params.file` (`NoFixture`), a path
+    /// outside the root (`File`), a fixture that cannot be used (`Fixture`).
     pub fn from_spec(
         name: &str,
         model: &crate::spec::types::ModelSpec,
         root: &Path,
-    ) -> Result<std::sync::Arc<dyn Provider>, String> {
-        let file = model.params.get("file").and_then(|f| f.as_str()).ok_or_else(|| {
-            format!("model `{name}`: the scripted provider needs `params.file` (a fixture path relative to the project root)")
-        })?;
-        let path = crate::spec::load::resolve_under(root, file, None)
-            .map_err(|d| format!("model `{name}`: {}", d.message))?;
+    ) -> Result<std::sync::Arc<dyn Provider>, ConfigError> {
+        let file = model
+            .params
+            .get("file")
+            .and_then(|f| f.as_str())
+            .ok_or_else(|| ConfigError::NoFixture {
+                model: name.to_string(),
+            })?;
+        let path =
+            crate::spec::load::resolve_under(root, file, None).map_err(|d| ConfigError::File {
+                model: name.to_string(),
+                message: d.message,
+            })?;
         ScriptedProvider::from_file(&path)
             .map(|p| std::sync::Arc::new(p) as std::sync::Arc<dyn Provider>)
-            .map_err(|e| format!("model `{name}`: {e}"))
+            .map_err(|source| ConfigError::Fixture {
+                model: name.to_string(),
+                source,
+            })
     }
 
     /// Reads a fixture file.
     ///
     /// # Errors
-    /// When the file cannot be read or is not a valid fixture.
-    pub fn from_file(path: &Path) -> Result<ScriptedProvider, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read scripted fixture {}: {e}", path.display()))?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("scripted fixture {} is not JSON: {e}", path.display()))?;
+    /// [`FixtureError`] when the file cannot be read, is not JSON or is not a valid
+    /// fixture.
+    pub fn from_file(path: &Path) -> Result<ScriptedProvider, FixtureError> {
+        let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let v: Value = serde_json::from_str(&text).map_err(|source| FixtureError::NotJson {
+            path: path.to_path_buf(),
+            source,
+        })?;
         ScriptedProvider::from_json(&v)
     }
 
@@ -203,10 +220,7 @@ impl Provider for ScriptedProvider {
                 Value::String(s) => estimate_tokens(s),
                 v => estimate_tokens(&v.to_string()),
             };
-            let cost_usd = req.model.price.as_ref().map_or(0.0, |p| {
-                (input_tokens as f64 * p.input_per_mtok + output_tokens as f64 * p.output_per_mtok)
-                    / 1_000_000.0
-            });
+            let cost_usd = super::cost_usd(&req.model, input_tokens, output_tokens);
             Ok(LlmResponse {
                 output: answer.output,
                 usage: Usage {

@@ -21,6 +21,7 @@
 //! ties again broken by chunk id.
 use super::embed::Embedder;
 use super::vectors::{self, Appender};
+use super::RetrievalError;
 use super::{Document, Index};
 use super::{OpenContext, Opened, Retriever, SearchFuture};
 use crate::spec::types::EmbeddingOptions;
@@ -154,13 +155,15 @@ impl DenseIndex {
             }
             let texts: Vec<String> = missing.iter().map(|&i| docs[i].content.clone()).collect();
             let mut appender: Option<Appender> = match loaded.dim {
-                Some(_) => Some(Appender::open(&path, loaded.valid_len)?),
+                Some(_) => {
+                    Some(Appender::open(&path, loaded.valid_len).map_err(|e| e.to_string())?)
+                }
                 None => None,
             };
             let mut reset = false;
             let total = missing.len();
             let mut done = 0usize;
-            let mut store_err: Option<String> = None;
+            let mut store_err: Option<RetrievalError> = None;
             let result = embedder
                 .embed_all(&texts, |vs, start| {
                     requests += 1;
@@ -217,7 +220,7 @@ impl DenseIndex {
                 })
                 .await;
             if let Some(a) = appender {
-                a.finish()?;
+                a.finish().map_err(|e| e.to_string())?;
             }
             if let Some(e) = store_err {
                 return Err(format!("vector store: {e}"));
@@ -245,7 +248,7 @@ impl DenseIndex {
             let live = ids
                 .iter()
                 .filter_map(|id| loaded.records.get(id).map(|v| (id, v.as_slice())));
-            vectors::rewrite(&path, &identity, dim, live)?;
+            vectors::rewrite(&path, &identity, dim, live).map_err(|e| e.to_string())?;
         }
         let mut matrix = Vec::with_capacity(docs.len() * dim);
         for (i, id) in ids.iter().enumerate() {

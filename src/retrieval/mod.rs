@@ -168,23 +168,25 @@ pub fn open_tool(
             timeout_secs,
             retries,
             ..
-        } => Arc::new(web::WebSearch::searxng(
-            name,
-            base_url,
-            web::tool_policy(*timeout_secs, *retries),
-        )?),
+        } => Arc::new(
+            web::WebSearch::searxng(name, base_url, web::tool_policy(*timeout_secs, *retries))
+                .map_err(|e| e.to_string())?,
+        ),
         ToolSpec::Tavily {
             api_key_env,
             base_url,
             timeout_secs,
             retries,
             ..
-        } => Arc::new(web::WebSearch::tavily(
-            name,
-            api_key_env,
-            base_url.as_deref(),
-            web::tool_policy(*timeout_secs, *retries),
-        )?),
+        } => Arc::new(
+            web::WebSearch::tavily(
+                name,
+                api_key_env,
+                base_url.as_deref(),
+                web::tool_policy(*timeout_secs, *retries),
+            )
+            .map_err(|e| e.to_string())?,
+        ),
     })
 }
 

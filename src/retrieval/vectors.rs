@@ -15,6 +15,7 @@
 //! next append). A later record for the same id wins. When dead records (chunks no
 //! longer in the index, repeats) outnumber live ones, the file is rewritten into a
 //! temporary sibling and renamed into place.
+use super::RetrievalError;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -146,8 +147,8 @@ fn record_bytes(out: &mut Vec<u8>, id: &uuid::Uuid, v: &[f32]) {
     }
 }
 
-fn io(action: &str, path: &Path, e: std::io::Error) -> String {
-    format!("{action} {}: {e}", path.display())
+fn io(action: &'static str, path: &Path, e: std::io::Error) -> RetrievalError {
+    RetrievalError::io(action, path, e)
 }
 
 /// Writes `records` (in the given order) as a fresh store, atomically: temporary
@@ -157,7 +158,7 @@ pub(crate) fn rewrite<'a>(
     identity: &str,
     dim: usize,
     records: impl Iterator<Item = (&'a uuid::Uuid, &'a [f32])>,
-) -> Result<u64, String> {
+) -> Result<u64, RetrievalError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
     let tmp = dir.join(format!(
@@ -190,7 +191,7 @@ pub(crate) struct Appender {
 
 impl Appender {
     /// Opens `path` for appending after cutting it to `valid_len` bytes.
-    pub(crate) fn open(path: &Path, valid_len: u64) -> Result<Appender, String> {
+    pub(crate) fn open(path: &Path, valid_len: u64) -> Result<Appender, RetrievalError> {
         let mut file = OpenOptions::new()
             .write(true)
             .open(path)
@@ -205,7 +206,10 @@ impl Appender {
     }
 
     /// Appends one batch of records (one write).
-    pub(crate) fn append(&mut self, batch: &[(uuid::Uuid, Vec<f32>)]) -> Result<(), String> {
+    pub(crate) fn append(
+        &mut self,
+        batch: &[(uuid::Uuid, Vec<f32>)],
+    ) -> Result<(), RetrievalError> {
         let mut bytes = Vec::new();
         for (id, v) in batch {
             record_bytes(&mut bytes, id, v);
@@ -216,7 +220,7 @@ impl Appender {
     }
 
     /// Flushes the file to disk.
-    pub(crate) fn finish(self) -> Result<(), String> {
+    pub(crate) fn finish(self) -> Result<(), RetrievalError> {
         self.file
             .sync_all()
             .map_err(|e| io("syncing", &self.path, e))
@@ -226,6 +230,19 @@ impl Appender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_io_failures_are_retrieval_errors_naming_the_action_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.vectors");
+        let e = Appender::open(&missing, 0).err().unwrap();
+        assert!(
+            matches!(&e, RetrievalError::Io { action: "opening", path, .. } if path == &missing)
+        );
+        assert!(e
+            .to_string()
+            .starts_with(&format!("opening {}: ", missing.display())));
+    }
 
     #[test]
     fn round_trip_append_and_torn_tail() {

@@ -142,16 +142,42 @@ pub enum BaseUrlError {
     },
 }
 
+/// Why a web-search tool cannot be built ([`WebSearch::searxng`],
+/// [`WebSearch::tavily`]). The message names the tool.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The tool's `base_url` is refused.
+    #[error("tool `{tool}`: {source}")]
+    BaseUrl {
+        /// The tool's name in the spec.
+        tool: String,
+        /// What is wrong with the URL.
+        #[source]
+        source: BaseUrlError,
+    },
+    /// The Tavily key variable is unset or empty (its value is never shown).
+    #[error("tool `{tool}`: the Tavily API key is missing: set the environment variable {var}")]
+    MissingKey {
+        /// The tool's name in the spec.
+        tool: String,
+        /// The tool's `api_key_env`.
+        var: String,
+    },
+}
+
 impl WebSearch {
     /// A SearxNG tool named `tool` at `base_url`.
     ///
     /// # Errors
-    /// A message naming the tool when `base_url` is not an http(s) URL.
-    pub fn searxng(tool: &str, base_url: &str, policy: CallPolicy) -> Result<WebSearch, String> {
+    /// [`ToolError::BaseUrl`] (naming the tool) when `base_url` is not an http(s) URL.
+    pub fn searxng(tool: &str, base_url: &str, policy: CallPolicy) -> Result<WebSearch, ToolError> {
         Ok(WebSearch {
             tool: tool.to_string(),
             engine: Engine::Searxng,
-            endpoint: endpoint(base_url, "search").map_err(|e| format!("tool `{tool}`: {e}"))?,
+            endpoint: endpoint(base_url, "search").map_err(|source| ToolError::BaseUrl {
+                tool: tool.to_string(),
+                source,
+            })?,
             key: None,
             policy,
         })
@@ -162,23 +188,27 @@ impl WebSearch {
     /// `base_url` (default [`TAVILY_BASE_URL`]).
     ///
     /// # Errors
-    /// A message naming the tool and the variable when the key is unset or empty, or
-    /// naming the tool when `base_url` is not an http(s) URL.
+    /// [`ToolError::MissingKey`] naming the tool and the variable when the key is
+    /// unset or empty; [`ToolError::BaseUrl`] when `base_url` is not an http(s) URL.
     pub fn tavily(
         tool: &str,
         api_key_env: &str,
         base_url: Option<&str>,
         policy: CallPolicy,
-    ) -> Result<WebSearch, String> {
+    ) -> Result<WebSearch, ToolError> {
         let key = crate::secret::read_env(api_key_env)
             .map(|k| k.expose().to_string())
-            .map_err(|_| {
-                format!(
-                    "tool `{tool}`: the Tavily API key is missing: set the environment variable {api_key_env}"
-                )
+            .map_err(|_| ToolError::MissingKey {
+                tool: tool.to_string(),
+                var: api_key_env.to_string(),
             })?;
-        let endpoint = endpoint(base_url.unwrap_or(TAVILY_BASE_URL), "search")
-            .map_err(|e| format!("tool `{tool}`: {e}"))?;
+        let endpoint =
+            endpoint(base_url.unwrap_or(TAVILY_BASE_URL), "search").map_err(|source| {
+                ToolError::BaseUrl {
+                    tool: tool.to_string(),
+                    source,
+                }
+            })?;
         let mut policy = policy;
         policy.secrets.push(key.clone());
         Ok(WebSearch {
@@ -447,6 +477,35 @@ pub fn web_documents(engine: Engine, results: &[Value], top_k: usize) -> Vec<Doc
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn tool_constructors_fail_with_typed_errors_naming_the_tool() {
+        let e = WebSearch::searxng("web", "ftp://h", CallPolicy::default()).unwrap_err();
+        assert_eq!(
+            e,
+            ToolError::BaseUrl {
+                tool: "web".into(),
+                source: BaseUrlError::NotHttp {
+                    base: "ftp://h".into()
+                }
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "tool `web`: base_url `ftp://h` must start with http:// or https://"
+        );
+        std::env::remove_var("RAGLOOP_TEST_ERRORS_TAVILY_UNSET");
+        let e = WebSearch::tavily(
+            "t",
+            "RAGLOOP_TEST_ERRORS_TAVILY_UNSET",
+            None,
+            CallPolicy::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, ToolError::MissingKey { var, .. } if var == "RAGLOOP_TEST_ERRORS_TAVILY_UNSET")
+        );
+    }
 
     #[test]
     fn endpoints() {

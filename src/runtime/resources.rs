@@ -37,7 +37,7 @@ pub enum ResourceError {
     Tool(String),
     /// A model's provider could not be built (the message names the model).
     #[error("{0}")]
-    Provider(String),
+    Provider(#[source] Box<crate::providers::ConfigError>),
 }
 
 /// How to open the resources of a run.
@@ -192,7 +192,7 @@ impl Resources {
                 }
                 (None, _) if m.provider == Kind::Replay => {
                     let r = ReplayProvider::from_spec(name, m, root)
-                        .map_err(ResourceError::Provider)?;
+                        .map_err(|e| ResourceError::Provider(Box::new(e)))?;
                     // Recorded again under the configuration it replays.
                     keys = r.keys().clone();
                     Arc::new(r)
@@ -201,7 +201,7 @@ impl Resources {
                 (None, None) => {
                     local = false;
                     provider_for(name, m, root, first_index.clone())
-                        .map_err(ResourceError::Provider)?
+                        .map_err(|e| ResourceError::Provider(Box::new(e)))?
                 }
             };
             if !local {

@@ -161,24 +161,33 @@ pub struct Override {
 /// about the value point into it.
 ///
 /// # Errors
-/// A message naming the argument: no `=`, an empty or undotted path, a path into
-/// `version`, `root`, `imports` or `variants`, VALUE that is not YAML (rendered diagnostics).
-pub fn parse_override(arg: &str, sources: &mut Sources) -> Result<Override, String> {
-    let (path, text) = arg
-        .split_once('=')
-        .ok_or_else(|| format!("`--override {arg}`: expected PATH=VALUE (e.g. models.grader.structured_output=json_schema)"))?;
+/// An [`OverrideError`] naming the argument: no `=` (`Syntax`), an empty or undotted
+/// path, a path into `version`, `root`, `imports` or `variants` (`BadPath`), VALUE
+/// that is not YAML (`NotYaml`, with the rendered diagnostics).
+pub fn parse_override(arg: &str, sources: &mut Sources) -> Result<Override, OverrideError> {
+    let (path, text) = arg.split_once('=').ok_or_else(|| OverrideError::Syntax {
+        arg: arg.to_string(),
+    })?;
     let path = path.trim();
-    check_path(path).map_err(|e| format!("`--override {arg}`: {e}"))?;
+    check_path(path).map_err(|fault| OverrideError::BadPath {
+        arg: arg.to_string(),
+        fault,
+    })?;
     let file = sources.add(format!("--override {path}"), text.to_string());
     let (value, spans) = if text.trim().is_empty() {
         (Value::Null, SpanIndex::default())
     } else {
         super::yaml::parse(text, file, &super::yaml::Limits::default()).map_err(|ds| {
-            format!(
-                "`--override {arg}`: VALUE is not YAML:\n{}",
-                crate::diag::render::render(&ds, sources, crate::diag::render::Format::Human)
-                    .trim_end()
-            )
+            OverrideError::NotYaml {
+                arg: arg.to_string(),
+                rendered: crate::diag::render::render(
+                    &ds,
+                    sources,
+                    crate::diag::render::Format::Human,
+                )
+                .trim_end()
+                .to_string(),
+            }
         })?
     };
     Ok(Override {
@@ -189,15 +198,53 @@ pub fn parse_override(arg: &str, sources: &mut Sources) -> Result<Override, Stri
     })
 }
 
-/// Why overrides could not be applied.
-#[derive(Debug)]
+/// Why a `--override PATH=VALUE` could not be parsed ([`parse_override`]) or applied
+/// ([`apply_overrides`]). `Display` is the message the CLI prints, except for
+/// `Invalid`, whose diagnostics the caller renders with the sources.
+#[derive(Debug, thiserror::Error)]
 pub enum OverrideError {
+    /// No `=` in the argument.
+    #[error("`--override {arg}`: expected PATH=VALUE (e.g. models.grader.structured_output=json_schema)")]
+    Syntax {
+        /// The argument as given.
+        arg: String,
+    },
+    /// The PATH breaks the path rules.
+    #[error("`--override {arg}`: {fault}")]
+    BadPath {
+        /// The argument as given.
+        arg: String,
+        /// Which rule.
+        fault: PathFault,
+    },
+    /// VALUE is not YAML. `rendered`: the YAML diagnostics rendered with their source
+    /// excerpts (rendering needs the [`Sources`] the error cannot hold).
+    #[error("`--override {arg}`: VALUE is not YAML:\n{rendered}")]
+    NotYaml {
+        /// The argument as given.
+        arg: String,
+        /// The rendered diagnostics.
+        rendered: String,
+    },
     /// An override names a path that does not exist (the message names it, and the
     /// keys that do exist where it stops).
+    #[error("{0}")]
     Path(String),
     /// The patched spec does not type-check (a value of the wrong type, an unknown
     /// key); the diagnostics point at the override's VALUE where they can.
+    #[error("{}", .0.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<Diagnostic>),
+}
+
+/// Which path rule an override's PATH breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathFault {
+    /// An empty segment (`a..b`, a leading or trailing dot, an empty path).
+    #[error("`{0}` is not a dotted path")]
+    NotDotted(String),
+    /// A path into `version`, `root`, `variants` or `imports`.
+    #[error("`{0}` cannot be changed")]
+    Fixed(String),
 }
 
 /// Applies command-line overrides to `base` (a spec, or a variant's merged spec), in
@@ -248,13 +295,13 @@ pub fn apply_overrides(
 
 /// The path rules shared by variants and overrides: dotted, no empty segment, not
 /// into `version`, `root`, `variants` or `imports` (resolved when the spec loads).
-fn check_path(path: &str) -> Result<(), String> {
+fn check_path(path: &str) -> Result<(), PathFault> {
     let segments: Vec<&str> = path.split('.').collect();
     if segments.iter().any(|s| s.trim().is_empty()) {
-        return Err(format!("`{path}` is not a dotted path"));
+        return Err(PathFault::NotDotted(path.to_string()));
     }
     if matches!(segments[0], "version" | "root" | "variants" | "imports") {
-        return Err(format!("`{}` cannot be changed", segments[0]));
+        return Err(PathFault::Fixed(segments[0].to_string()));
     }
     Ok(())
 }
@@ -309,5 +356,40 @@ mod tests {
             Err("l.5".to_string())
         );
         assert_eq!(v, json!({"a": {"b": 2, "c": 3}, "l": [1, 9]}));
+    }
+
+    #[test]
+    fn parse_override_faults_are_typed_with_the_cli_messages() {
+        let mut sources = Sources::default();
+        let e = parse_override("models.g", &mut sources).unwrap_err();
+        assert!(matches!(&e, OverrideError::Syntax { arg } if arg == "models.g"));
+        assert_eq!(
+            e.to_string(),
+            "`--override models.g`: expected PATH=VALUE (e.g. models.grader.structured_output=json_schema)"
+        );
+        let e = parse_override("a..b=1", &mut sources).unwrap_err();
+        assert!(matches!(
+            &e,
+            OverrideError::BadPath { fault: PathFault::NotDotted(p), .. } if p == "a..b"
+        ));
+        assert_eq!(
+            e.to_string(),
+            "`--override a..b=1`: `a..b` is not a dotted path"
+        );
+        let e = parse_override("root.x=1", &mut sources).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`--override root.x=1`: `root` cannot be changed"
+        );
+        let e = parse_override("models.g.x=[1", &mut sources).unwrap_err();
+        assert!(matches!(e, OverrideError::NotYaml { .. }));
+        assert!(e
+            .to_string()
+            .starts_with("`--override models.g.x=[1`: VALUE is not YAML:\n"));
+        let o = parse_override("models.g.temperature=0.5", &mut sources).unwrap();
+        assert_eq!(
+            (o.path.as_str(), o.value.clone()),
+            ("models.g.temperature", json!(0.5))
+        );
     }
 }

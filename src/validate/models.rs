@@ -46,7 +46,7 @@ pub(super) fn check(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
         if let Some(base) = &m.base_url {
             if let Err(e) = (net.endpoint)(name, Some(base)) {
                 diags.push(
-                    Diagnostic::new(Code::ModelConfig, e)
+                    Diagnostic::new(Code::ModelConfig, e.to_string())
                         .at(ls.span(&["models", name, "base_url"]))
                         .help("e.g. `http://localhost:11434` (Ollama) or `http://localhost:8000/v1` (vLLM)"),
                 );

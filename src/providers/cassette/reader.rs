@@ -148,7 +148,8 @@ pub struct Cassette {
     truncated_tail: bool,
 }
 
-/// Why a cassette cannot be loaded.
+/// Why a cassette cannot be loaded ([`Cassette::load`]) or written
+/// ([`super::CassetteWriter`]). Every message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum CassetteError {
     /// The file cannot be read.
@@ -159,6 +160,37 @@ pub enum CassetteError {
         /// The error.
         source: std::io::Error,
     },
+    /// The file cannot be created (`--record`).
+    #[error("cannot create cassette {path}: {source}")]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file cannot be opened to append to, or its torn tail cut off (`--record`
+    /// of a resumed eval).
+    #[error("cannot open cassette {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A line cannot be written.
+    #[error("cannot write cassette {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A line cannot be encoded as JSON.
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    /// A writer thread panicked while holding the file.
+    #[error("cassette writer is poisoned")]
+    Poisoned,
     /// A line is not a valid exchange.
     #[error("{path}:{line}: {message}")]
     Line {
@@ -241,7 +273,7 @@ impl Cassette {
                     ),
                 ));
             }
-            let key = RequestKey::from_hex(&parsed.key).map_err(|e| bad(lineno, e))?;
+            let key = RequestKey::from_hex(&parsed.key).map_err(|e| bad(lineno, e.to_string()))?;
             if parsed.output.is_none() && parsed.error.is_none() {
                 return Err(bad(
                     lineno,
@@ -431,7 +463,7 @@ impl Embeddings {
                 x.v
             ));
         }
-        let key = RequestKey::from_hex(&x.key)?;
+        let key = RequestKey::from_hex(&x.key).map_err(|e| e.to_string())?;
         match (&x.vectors, &x.error) {
             (None, None) => {
                 return Err("the embedding line has neither `vectors` nor `error`".into())

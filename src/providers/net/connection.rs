@@ -1,6 +1,7 @@
 //! [`Connection`]: what every network chat provider holds, built the same way.
 use super::{fixed_param, policy};
 use crate::http::CallPolicy;
+use crate::providers::{ConfigError, EndpointError};
 use crate::secret::Secret;
 use crate::spec::types::ModelSpec;
 
@@ -29,27 +30,31 @@ impl Connection {
     /// `base_url` to the provider's endpoint.
     ///
     /// # Errors
-    /// A message naming the model: no `model` name, a bad `base_url`, a missing key,
-    /// a `params` key that would replace the request's fixed fields.
+    /// A [`ConfigError`] naming the model: no `model` name (`NoModel`), a bad
+    /// `base_url` (`Endpoint`), a `params` key that would replace the request's fixed
+    /// fields (`FixedParam`), a missing key (`Key`).
     pub fn new(
         name: &str,
         spec: &ModelSpec,
-        provider: &str,
-        example: &str,
-        endpoint: impl FnOnce(&str, Option<&str>) -> Result<String, String>,
-    ) -> Result<Connection, String> {
+        provider: &'static str,
+        example: &'static str,
+        endpoint: impl FnOnce(&str, Option<&str>) -> Result<String, EndpointError>,
+    ) -> Result<Connection, ConfigError> {
         let model = spec
             .model
             .clone()
             .filter(|m| !m.trim().is_empty())
-            .ok_or_else(|| {
-                format!("model `{name}`: provider {provider} needs `model` ({example})")
+            .ok_or_else(|| ConfigError::NoModel {
+                model: name.to_string(),
+                provider,
+                example,
             })?;
         let endpoint = endpoint(name, spec.base_url.as_deref())?;
         if let Some(k) = fixed_param(&spec.params) {
-            return Err(format!(
-                "model `{name}`: params.{k} cannot be set (ragloop builds that field of the request)"
-            ));
+            return Err(ConfigError::FixedParam {
+                model: name.to_string(),
+                param: k.to_string(),
+            });
         }
         let key = crate::providers::keys::api_key(name, spec)?;
         Ok(Connection {

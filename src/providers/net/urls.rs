@@ -1,19 +1,30 @@
 //! Base URLs: parsed and checked (http or https, no query or fragment), and joined
 //! with an endpoint path.
 
-/// Parses and checks a `base_url` (http or https).
-pub(crate) fn parse_base(name: &str, base: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(base.trim())
-        .map_err(|e| format!("model `{name}`: base_url `{base}` is not a URL: {e}"))?;
+use crate::providers::EndpointError;
+
+/// Parses and checks the `base_url` of model `name` (http or https, a host, no query
+/// or fragment).
+///
+/// # Errors
+/// The [`EndpointError`] naming the model and quoting the URL.
+pub(crate) fn parse_base(name: &str, base: &str) -> Result<reqwest::Url, EndpointError> {
+    let url = reqwest::Url::parse(base.trim()).map_err(|e| EndpointError::NotUrl {
+        model: name.to_string(),
+        base: base.to_string(),
+        reason: e.to_string(),
+    })?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(format!(
-            "model `{name}`: base_url `{base}` must be an http:// or https:// address"
-        ));
+        return Err(EndpointError::NotHttp {
+            model: name.to_string(),
+            base: base.to_string(),
+        });
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "model `{name}`: base_url `{base}` must not carry a query or a fragment"
-        ));
+        return Err(EndpointError::QueryOrFragment {
+            model: name.to_string(),
+            base: base.to_string(),
+        });
     }
     Ok(url)
 }

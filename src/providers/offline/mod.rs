@@ -53,7 +53,7 @@ use serde_json::{Map, Value};
 
 pub use rewrite_query::SYNONYMS;
 
-use super::{estimate_tokens, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use super::{estimate_tokens, LlmRequest, LlmResponse, ParamError, Provider, ProviderError, Usage};
 use crate::retrieval::Index;
 use text::{doc_view, type_name, Analyzer, DocView};
 
@@ -107,25 +107,48 @@ impl Default for OfflineParams {
 }
 
 impl OfflineParams {
-    /// Reads a spec's `params` map; unknown keys and ill-typed or out-of-range values
-    /// are errors naming the parameter.
-    pub fn from_map(params: &IndexMap<String, Value>) -> Result<OfflineParams, String> {
+    /// The keys [`OfflineParams::from_map`] takes.
+    pub const KNOWN: &'static [&'static str] = &[
+        "relevance_threshold",
+        "min_overlap",
+        "answer_min_coverage",
+        "sentence_min_coverage",
+        "max_sentences",
+        "min_gain",
+        "expansion_terms",
+        "feedback_docs",
+        "synonyms",
+        "support_threshold",
+        "addresses_threshold",
+        "key_terms_share",
+    ];
+
+    /// Reads a spec's `params` map.
+    ///
+    /// # Errors
+    /// A [`ParamError`] naming the parameter: an unknown key, an ill-typed or
+    /// out-of-range value.
+    pub fn from_map(params: &IndexMap<String, Value>) -> Result<OfflineParams, ParamError> {
         let mut p = OfflineParams::default();
         for (key, value) in params {
-            let unit = |v: &Value| -> Result<f64, String> {
+            let unit = |v: &Value| -> Result<f64, ParamError> {
                 match v.as_f64() {
                     Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
-                    _ => Err(format!(
-                        "param `{key}` must be a number between 0 and 1, got {v}"
-                    )),
+                    _ => Err(ParamError::NotUnit {
+                        param: key.clone(),
+                        value: v.clone(),
+                    }),
                 }
             };
-            let count = |v: &Value, min: u64, max: u64| -> Result<usize, String> {
+            let count = |v: &Value, min: u64, max: u64| -> Result<usize, ParamError> {
                 match v.as_u64() {
                     Some(n) if (min..=max).contains(&n) => Ok(n as usize),
-                    _ => Err(format!(
-                        "param `{key}` must be an integer from {min} to {max}, got {v}"
-                    )),
+                    _ => Err(ParamError::NotCount {
+                        param: key.clone(),
+                        min,
+                        max,
+                        value: v.clone(),
+                    }),
                 }
             };
             match key.as_str() {
@@ -138,19 +161,19 @@ impl OfflineParams {
                 "expansion_terms" => p.expansion_terms = count(value, 0, 20)?,
                 "feedback_docs" => p.feedback_docs = count(value, 0, 20)?,
                 "synonyms" => {
-                    p.synonyms = value
-                        .as_bool()
-                        .ok_or_else(|| format!("param `synonyms` must be a boolean, got {value}"))?
+                    p.synonyms = value.as_bool().ok_or_else(|| ParamError::NotBool {
+                        param: key.clone(),
+                        value: value.clone(),
+                    })?
                 }
                 "support_threshold" => p.support_threshold = unit(value)?,
                 "addresses_threshold" => p.addresses_threshold = unit(value)?,
                 "key_terms_share" => p.key_terms_share = unit(value)?,
                 other => {
-                    return Err(format!(
-                        "unknown param `{other}` (known: relevance_threshold, min_overlap, \
-                         answer_min_coverage, sentence_min_coverage, max_sentences, min_gain, expansion_terms, feedback_docs, synonyms, \
-                         support_threshold, addresses_threshold, key_terms_share)"
-                    ))
+                    return Err(ParamError::Unknown {
+                        param: other.to_string(),
+                        known: Self::KNOWN,
+                    })
                 }
             }
         }
@@ -176,12 +199,12 @@ impl OfflineProvider {
     ///   pseudo-relevance feedback; `None` → statistics from the call's documents only.
     ///
     /// # Errors
-    /// A message naming the parameter if a key is unknown or a value ill-typed or out
-    /// of range.
+    /// A [`ParamError`] naming the parameter if a key is unknown or a value ill-typed
+    /// or out of range.
     pub fn new(
         params: &IndexMap<String, Value>,
         index: Option<Arc<Index>>,
-    ) -> Result<OfflineProvider, String> {
+    ) -> Result<OfflineProvider, ParamError> {
         Ok(OfflineProvider {
             params: OfflineParams::from_map(params)?,
             index,
