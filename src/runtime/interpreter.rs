@@ -18,6 +18,7 @@ use super::expr::{to_jinja, Mirror, Scope};
 use super::nodes::{exec, name, Meter, UpdateNames};
 use super::program::{EdgeProg, NodeProg, Program, Target};
 use super::resources::Resources;
+use super::snapshot::{Snapshot, Start, StepHook};
 use super::state::{initial_state, reduce};
 use super::status::Status;
 use super::trace::{unix_ms, Arm, LlmStats, Observer, RetrievedDoc, Route, StepRecord};
@@ -56,7 +57,8 @@ pub async fn run(
 /// and the run ends with [`Status::Interrupted`], `error` naming the node, and a step
 /// record carrying that error. The observer's `finish` is called as for any other
 /// end, so a trace gets its final line (`"status": "interrupted"`). A run that
-/// reached END before the cancellation keeps its status.
+/// reached END before the cancellation keeps its status. Interrupts
+/// (`interrupt_before`) are ignored: see [`run_from`].
 pub async fn run_until(
     program: &Program,
     res: &Resources,
@@ -64,26 +66,104 @@ pub async fn run_until(
     obs: &mut dyn Observer,
     cancel: &CancellationToken,
 ) -> RunResult {
-    let spec = &program.spec;
-    let mut state = Value::Object(initial_state(
-        &spec.state.initial,
-        input.question.as_deref(),
-        &input.sets,
-    ));
+    let ctl = Control {
+        cancel,
+        interrupts: false,
+        interrupt_before: &[],
+        hook: None,
+    };
+    run_from(program, res, Start::Fresh(input), obs, ctl).await
+}
+
+/// What a run does besides running its nodes: stop, pause, report snapshots.
+pub struct Control<'a> {
+    /// Cancelled: the run ends [`Status::Interrupted`] (see [`run_until`]).
+    pub cancel: &'a CancellationToken,
+    /// Pause before the nodes the spec marks `interrupt_before: true`.
+    pub interrupts: bool,
+    /// Pause before these nodes too (names; a name that is not a node never
+    /// matches: callers check them, see `checkpoint::check_nodes`).
+    pub interrupt_before: &'a [String],
+    /// Receives a [`Snapshot`] at step 0 of a fresh run and after every completed
+    /// step (see [`StepHook`]).
+    pub hook: Option<&'a mut dyn StepHook>,
+}
+
+/// Runs a program from `start` (a fresh input, or a [`Snapshot`] to resume from)
+/// under `ctl`: like [`run_until`], plus interrupts and the step hook.
+///
+/// Pausing: before running a node (after the step and visit limits are checked),
+/// if the node is marked `interrupt_before` (with `ctl.interrupts`) or named in
+/// `ctl.interrupt_before`, the run ends with [`Status::Interrupted`],
+/// [`RunResult::paused_before`] naming the node and `error` saying so; the last
+/// snapshot the hook received has that node as `next`. A resume with
+/// `past_pause: true` runs that node instead of pausing again.
+///
+/// Resuming: the state, step count, visits, iterations, path, usage and last node
+/// come from the snapshot, so bounds count the steps done before, and the result
+/// (path, steps, usage) is that of the whole run. A snapshot naming a node the
+/// program does not have (a checkpoint of another spec) fails the run.
+pub async fn run_from(
+    program: &Program,
+    res: &Resources,
+    start: Start<'_>,
+    obs: &mut dyn Observer,
+    mut ctl: Control<'_>,
+) -> RunResult {
+    let cancel = ctl.cancel;
     let mut result = RunResult::new(program.variant());
-    if let Err(v) = program.state_check.check(&state) {
-        result.fail(format!(
-            "initial state does not match the state schema: {v}"
-        ));
-        return finish(program, result, state, None, obs);
-    }
-    // `7.0` where the state schema says integer is stored as `7`.
-    program.state_check.normalize(&mut state);
-    let mut mirror = Arc::new(state.as_object().map(mirror_of).unwrap_or_default());
     let mut visits = vec![0u32; program.nodes.len()];
     let mut steps = 0u32;
     let mut current = Target::Node(program.entry);
     let mut last: Option<usize> = None;
+    let mut pass_pause = false;
+    let mut state = match start {
+        Start::Fresh(input) => {
+            let spec = &program.spec;
+            let mut state = Value::Object(initial_state(
+                &spec.state.initial,
+                input.question.as_deref(),
+                &input.sets,
+            ));
+            if let Err(v) = program.state_check.check(&state) {
+                result.fail(format!(
+                    "initial state does not match the state schema: {v}"
+                ));
+                return finish(program, result, state, None, obs);
+            }
+            // `7.0` where the state schema says integer is stored as `7`.
+            program.state_check.normalize(&mut state);
+            state
+        }
+        Start::Resume {
+            snapshot,
+            past_pause,
+        } => match resume_at(program, snapshot) {
+            Ok(at) => {
+                visits = at.visits;
+                current = at.next;
+                last = at.last;
+                steps = snapshot.step;
+                result.path = snapshot.path.clone();
+                result.iterations = snapshot.iterations;
+                result.usage = snapshot.usage;
+                pass_pause = past_pause;
+                snapshot.state.clone()
+            }
+            Err(msg) => {
+                result.fail(format!("cannot resume: {msg}"));
+                return finish(program, result, snapshot.state.clone(), None, obs);
+            }
+        },
+    };
+    if let (Start::Fresh(_), Some(hook)) = (start, ctl.hook.as_deref_mut()) {
+        let snap = snapshot(program, &state, current, steps, &visits, last, &result);
+        if let Err(e) = hook.after_step(&snap) {
+            result.fail(format!("checkpoint: {e}"));
+            return finish(program, result, state, last, obs);
+        }
+    }
+    let mut mirror = Arc::new(state.as_object().map(mirror_of).unwrap_or_default());
     let tracing = obs.enabled();
     while let Target::Node(at) = current {
         let ix = at.index();
@@ -115,6 +195,20 @@ pub async fn run_until(
                 ));
                 return finish(program, result, state, last, obs);
             }
+        }
+        let pause = (ctl.interrupts && node.interrupt_before)
+            || ctl.interrupt_before.iter().any(|n| *n == node.name);
+        if std::mem::take(&mut pass_pause) {
+            // The resume of a pause before this node: run it.
+        } else if pause {
+            result.status = Status::Interrupted;
+            result.paused_before = Some(node.name.clone());
+            result.error = Some(format!(
+                "paused before node `{}` (step {}): interrupt_before",
+                node.name,
+                steps + 1
+            ));
+            return finish(program, result, state, last, obs);
         }
         steps += 1;
         visits[ix] += 1;
@@ -321,6 +415,13 @@ pub async fn run_until(
                 None,
             );
         }
+        if let Some(hook) = ctl.hook.as_deref_mut() {
+            let snap = snapshot(program, &state, current, steps, &visits, last, &result);
+            if let Err(e) = hook.after_step(&snap) {
+                result.fail(format!("checkpoint after node `{}`: {e}", node.name));
+                return finish(program, result, state, last, obs);
+            }
+        }
     }
     // Reached END.
     result.status = if last.is_some_and(|l| program.nodes[l].fallback) {
@@ -331,6 +432,69 @@ pub async fn run_until(
         Status::Exhausted
     };
     finish(program, result, state, last, obs)
+}
+
+/// A snapshot of the loop's variables (see [`Snapshot`]).
+fn snapshot(
+    program: &Program,
+    state: &Value,
+    next: Target,
+    steps: u32,
+    visits: &[u32],
+    last: Option<usize>,
+    result: &RunResult,
+) -> Snapshot {
+    Snapshot {
+        state: state.clone(),
+        next: match next {
+            Target::Node(n) => Some(program.nodes[n.index()].name.clone()),
+            Target::End => None,
+        },
+        step: steps,
+        visits: program
+            .nodes
+            .iter()
+            .zip(visits)
+            .filter(|(_, v)| **v > 0)
+            .map(|(n, v)| (n.name.clone(), *v))
+            .collect(),
+        iterations: result.iterations,
+        path: result.path.clone(),
+        usage: result.usage,
+        last: last.map(|l| program.nodes[l].name.clone()),
+    }
+}
+
+/// The loop's variables a snapshot gives back.
+struct ResumeAt {
+    visits: Vec<u32>,
+    next: Target,
+    last: Option<usize>,
+}
+
+fn resume_at(program: &Program, snap: &Snapshot) -> Result<ResumeAt, String> {
+    let node = |name: &str| {
+        program
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| {
+                format!("the checkpoint names node `{name}`, which the spec does not have")
+            })
+    };
+    if !snap.state.is_object() {
+        return Err("the checkpoint's state is not an object".into());
+    }
+    let mut visits = vec![0u32; program.nodes.len()];
+    for (name, n) in &snap.visits {
+        visits[node(name)?] = *n;
+    }
+    let next = match &snap.next {
+        None => Target::End,
+        Some(name) => Target::Node(petgraph::graph::NodeIndex::new(node(name)?)),
+    };
+    let last = snap.last.as_deref().map(node).transpose()?;
+    Ok(ResumeAt { visits, next, last })
 }
 
 /// Runs a node's future with its retries ([`crate::retries`]) handed to `on_retry`
