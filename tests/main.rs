@@ -9,6 +9,8 @@ mod bound_props;
 mod cassette;
 mod cassette_cli;
 mod cassette_openai;
+mod checkpoints;
+mod checkpoints_cli;
 mod cli;
 mod conformance;
 mod crag_web;

@@ -164,6 +164,16 @@ impl RunResult {
         r
     }
 
+    /// Exit code of `ragloop run` for this result: [`Status::exit_code`], except
+    /// [`status::EXIT_PAUSED`] (6) when the run paused before a node.
+    pub fn exit_code(&self) -> u8 {
+        if self.paused_before.is_some() {
+            status::EXIT_PAUSED
+        } else {
+            self.status.exit_code()
+        }
+    }
+
     fn fail(&mut self, msg: String) {
         self.status = Status::Failed;
         self.error = Some(msg);
