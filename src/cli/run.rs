@@ -157,6 +157,9 @@ fn print_human(r: &RunResult) {
         r.iterations
     );
     let _ = writeln!(out, "Status: {}", r.status);
+    if let Some(n) = &r.paused_before {
+        let _ = writeln!(out, "Paused before: {}", escape_line(n));
+    }
     // Paid runs say what they cost.
     if r.usage.tokens.cost_usd > 0.0 {
         let _ = writeln!(out, "Usage: {}", r.usage.summary());

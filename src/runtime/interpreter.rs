@@ -196,8 +196,8 @@ pub async fn run_from(
                 return finish(program, result, state, last, obs);
             }
         }
-        let pause = (ctl.interrupts && node.interrupt_before)
-            || ctl.interrupt_before.iter().any(|n| *n == node.name);
+        let pause =
+            (ctl.interrupts && node.interrupt_before) || ctl.interrupt_before.contains(&node.name);
         if std::mem::take(&mut pass_pause) {
             // The resume of a pause before this node: run it.
         } else if pause {
