@@ -101,6 +101,8 @@ struct StopAfter {
     inner: SqliteCheckpointer,
     step: u32,
     cancel: CancellationToken,
+    /// Fail the write of `step` instead (a full disk).
+    fail: bool,
 }
 
 impl Checkpointer for StopAfter {
@@ -114,6 +116,9 @@ impl Checkpointer for StopAfter {
         self.inner.begin_run(t, s)
     }
     fn put(&self, t: &str, run: u32, src: Source, s: &Snapshot) -> Result<(), CheckpointError> {
+        if self.fail && s.step == self.step {
+            return Err(CheckpointError::Unsupported("disk full".into()));
+        }
         self.inner.put(t, run, src, s)?;
         if s.step == self.step {
             self.cancel.cancel();
@@ -171,6 +176,7 @@ fn a_run_stopped_after_a_checkpoint_resumes_without_repeating_completed_calls() 
         inner: SqliteCheckpointer::open(&db).unwrap(),
         step: 1,
         cancel: cancel.clone(),
+        fail: false,
     };
     let first = scripted(fixture());
     let res = resources(&program, &first);
@@ -307,7 +313,7 @@ fn interrupt_nodes_given_by_the_caller_pause_and_unknown_ones_are_refused() {
         checkpoint::prepare(&store, &program, "t", Mode::New(&input()), &["z".into()]).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--interrupt-before z: no node `z` (nodes: a, b, c)"
+        "no node `z` to interrupt before (nodes: a, b, c)"
     );
     assert!(store.thread("t").unwrap().is_none());
     let prepared =
@@ -399,4 +405,52 @@ fn a_new_run_on_a_finished_thread_appends_to_its_history() {
     assert_eq!(runs, [1, 1, 1, 1, 2, 2, 2, 2]);
     // Each run starts from the spec's initial state, not the previous run's.
     assert_eq!(two.state["notes"], json!(["2", "2"]));
+}
+
+#[test]
+fn a_checkpoint_that_cannot_be_written_fails_the_run_before_its_next_step() {
+    let (p, program) = chain(false);
+    let store = StopAfter {
+        inner: SqliteCheckpointer::open(&p.dir.path().join("t.sqlite3")).unwrap(),
+        step: 2,
+        cancel: CancellationToken::new(),
+        fail: true,
+    };
+    let provider = scripted(fixture());
+    let res = resources(&program, &provider);
+    let r = go(
+        &store,
+        &program,
+        &res,
+        "t",
+        Mode::New(&input()),
+        &CancellationToken::new(),
+    )
+    .unwrap();
+    assert_eq!(r.status, Status::Failed);
+    assert_eq!(
+        r.error.as_deref(),
+        Some("checkpoint after node `b`: disk full")
+    );
+    // `c` was not called; the failed run resumes from step 1 (`b` runs again).
+    assert_eq!(prompts(&provider), ["a q", "b from a"]);
+    let latest = store.latest("t").unwrap().unwrap();
+    assert_eq!(latest.snapshot.step, 1);
+    assert_eq!(latest.run.status.status, Some(Status::Failed));
+    assert!(checkpoint::prepare(&store, &program, "t", Mode::Resume { patch: &[] }, &[]).is_ok());
+}
+
+/// The server spawns thread runs on tokio tasks: the future must be `Send`.
+#[test]
+fn a_thread_run_is_a_send_future() {
+    fn send<T: Send>(_: &T) {}
+    let (p, program) = chain(false);
+    let store = SqliteCheckpointer::open(&p.dir.path().join("t.sqlite3")).unwrap();
+    let provider = scripted(fixture());
+    let res = resources(&program, &provider);
+    let prepared = checkpoint::prepare(&store, &program, "t", Mode::New(&input()), &[]).unwrap();
+    let mut obs = NoTrace;
+    let cancel = CancellationToken::new();
+    let fut = checkpoint::run_thread(&store, &program, &res, prepared, &mut obs, &cancel);
+    send(&fut);
 }

@@ -371,7 +371,9 @@ fn interrupt_before_flags_and_pausing_specs_are_checked() {
     );
     assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
     assert!(
-        unknown.stderr.contains("no node `zz` (nodes: a, b, c)"),
+        unknown
+            .stderr
+            .contains("no node `zz` to interrupt before (nodes: a, b, c)"),
         "{}",
         unknown.stderr
     );

@@ -95,7 +95,7 @@ pub enum ThreadError {
         now: String,
     },
     /// An interrupt names a node the spec does not have.
-    #[error("--interrupt-before {node}: no node `{node}` (nodes: {})", .nodes.join(", "))]
+    #[error("no node `{node}` to interrupt before (nodes: {})", .nodes.join(", "))]
     UnknownNode {
         /// The name given.
         node: String,

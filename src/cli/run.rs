@@ -316,6 +316,9 @@ pub fn run(args: RunArgs) -> ExitCode {
                 Err(e) if e.is_usage() => {
                     return usage(match e {
                         checkpoint::ThreadError::Patch(p) => format!("--set: {p}"),
+                        e @ checkpoint::ThreadError::UnknownNode { .. } => {
+                            format!("--interrupt-before: {e}")
+                        }
                         e => e.to_string(),
                     })
                 }
