@@ -105,7 +105,11 @@ fn result_json(r: &RunResult, id: Option<&Value>) -> Value {
 
 /// The result as `--json` prints it; on a thread also `thread`, `run` and (when it
 /// paused) `paused_before`.
-fn result_json_on(r: &RunResult, id: Option<&Value>, thread: Option<(&str, u32)>) -> Value {
+pub(super) fn result_json_on(
+    r: &RunResult,
+    id: Option<&Value>,
+    thread: Option<(&str, u32)>,
+) -> Value {
     let mut v = json!({
         "status": r.status,
         "answer": r.answer,
@@ -136,7 +140,7 @@ fn result_json_on(r: &RunResult, id: Option<&Value>, thread: Option<(&str, u32)>
 /// Human output of one run. The answer and the sources come from LLMs, documents
 /// and web results: their control characters are escaped ([`ragloop::text`]), the
 /// answer keeping its newlines and tabs, a source kept on its line.
-fn print_human(r: &RunResult) {
+pub(super) fn print_human(r: &RunResult) {
     use ragloop::text::{escape_line, escape_text};
     let mut out = std::io::stdout().lock();
     if let Some(a) = &r.answer {
@@ -419,38 +423,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        let r = &outcome.result;
-        if args.json {
-            let mut out = std::io::stdout().lock();
-            let line = result_json_on(r, None, Some((&outcome.thread, outcome.run)));
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-            if let Some(e) = &r.error {
-                ragloop::errln!("ragloop run: {e}");
-            }
-        } else {
-            print_human(r);
-        }
-        if let Some(e) = &outcome.status_error {
-            ragloop::errln!("ragloop run: the run's end was not recorded: {e}");
-        }
-        if r.paused_before.is_some()
-            || r.status == Status::Interrupted
-            || r.status == Status::Failed
-        {
-            ragloop::errln!(
-                "ragloop run: thread `{}` run {}: continue with: ragloop run {} --thread {} --resume{}",
-                outcome.thread,
-                outcome.run,
-                args.spec.display(),
-                outcome.thread,
-                if r.paused_before.is_some() {
-                    " [--set FIELD=VALUE ...]"
-                } else {
-                    ""
-                }
-            );
-        }
-        return ExitCode::from(r.exit_code());
+        return super::threads::report(&outcome, args.json, &args.spec);
     }
     match lines {
         None => {

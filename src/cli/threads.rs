@@ -1,7 +1,10 @@
 //! `ragloop run --thread ID [--resume]`, `--interrupt-before NODE`, `--checkpoints
 //! FILE`: the checkpoint store and thread ids for `run` (the rules are in
 //! `ragloop::checkpoint::thread` and docs/checkpoints.md).
-use ragloop::checkpoint::{self, CheckpointError, Checkpointer, SqliteCheckpointer};
+use ragloop::checkpoint::{self, CheckpointError, Checkpointer, SqliteCheckpointer, ThreadOutcome};
+use ragloop::runtime::Status;
+use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Opens the store `--checkpoints` names (default: under the cache dir). A
@@ -37,4 +40,39 @@ pub fn new_thread_id() -> String {
         ragloop::clock::unix_ms(),
         std::process::id()
     )
+}
+
+/// Prints a thread run's result like any run's (`--json`: with `thread`, `run`,
+/// `paused_before`), then how to continue it when it can be resumed; returns its
+/// exit code (6 when paused).
+pub fn report(outcome: &ThreadOutcome, json: bool, spec: &Path) -> ExitCode {
+    let r = &outcome.result;
+    if json {
+        let mut out = std::io::stdout().lock();
+        let line = super::run::result_json_on(r, None, Some((&outcome.thread, outcome.run)));
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        if let Some(e) = &r.error {
+            ragloop::errln!("ragloop run: {e}");
+        }
+    } else {
+        super::run::print_human(r);
+    }
+    if let Some(e) = &outcome.status_error {
+        ragloop::errln!("ragloop run: the run's end was not recorded: {e}");
+    }
+    if matches!(r.status, Status::Interrupted | Status::Failed) {
+        ragloop::errln!(
+            "ragloop run: thread `{}` run {}: continue with: ragloop run {} --thread {} --resume{}",
+            outcome.thread,
+            outcome.run,
+            spec.display(),
+            outcome.thread,
+            if r.paused_before.is_some() {
+                " [--set FIELD=VALUE ...]"
+            } else {
+                ""
+            }
+        );
+    }
+    ExitCode::from(r.exit_code())
 }

@@ -18,7 +18,7 @@ use super::expr::{to_jinja, Mirror, Scope};
 use super::nodes::{exec, name, Meter, UpdateNames};
 use super::program::{EdgeProg, NodeProg, Program, Target};
 use super::resources::Resources;
-use super::snapshot::{Snapshot, Start, StepHook};
+use super::snapshot::{resume_at, snapshot, Start, StepHook};
 use super::state::{initial_state, reduce};
 use super::status::Status;
 use super::trace::{unix_ms, Arm, LlmStats, Observer, RetrievedDoc, Route, StepRecord};
@@ -432,69 +432,6 @@ pub async fn run_from(
         Status::Exhausted
     };
     finish(program, result, state, last, obs)
-}
-
-/// A snapshot of the loop's variables (see [`Snapshot`]).
-fn snapshot(
-    program: &Program,
-    state: &Value,
-    next: Target,
-    steps: u32,
-    visits: &[u32],
-    last: Option<usize>,
-    result: &RunResult,
-) -> Snapshot {
-    Snapshot {
-        state: state.clone(),
-        next: match next {
-            Target::Node(n) => Some(program.nodes[n.index()].name.clone()),
-            Target::End => None,
-        },
-        step: steps,
-        visits: program
-            .nodes
-            .iter()
-            .zip(visits)
-            .filter(|(_, v)| **v > 0)
-            .map(|(n, v)| (n.name.clone(), *v))
-            .collect(),
-        iterations: result.iterations,
-        path: result.path.clone(),
-        usage: result.usage,
-        last: last.map(|l| program.nodes[l].name.clone()),
-    }
-}
-
-/// The loop's variables a snapshot gives back.
-struct ResumeAt {
-    visits: Vec<u32>,
-    next: Target,
-    last: Option<usize>,
-}
-
-fn resume_at(program: &Program, snap: &Snapshot) -> Result<ResumeAt, String> {
-    let node = |name: &str| {
-        program
-            .nodes
-            .iter()
-            .position(|n| n.name == name)
-            .ok_or_else(|| {
-                format!("the checkpoint names node `{name}`, which the spec does not have")
-            })
-    };
-    if !snap.state.is_object() {
-        return Err("the checkpoint's state is not an object".into());
-    }
-    let mut visits = vec![0u32; program.nodes.len()];
-    for (name, n) in &snap.visits {
-        visits[node(name)?] = *n;
-    }
-    let next = match &snap.next {
-        None => Target::End,
-        Some(name) => Target::Node(petgraph::graph::NodeIndex::new(node(name)?)),
-    };
-    let last = snap.last.as_deref().map(node).transpose()?;
-    Ok(ResumeAt { visits, next, last })
 }
 
 /// Runs a node's future with its retries ([`crate::retries`]) handed to `on_retry`

@@ -7,9 +7,9 @@
 //! [`Start::Resume`] runs the remaining steps exactly as the interrupted run would
 //! have, without running a completed step (or its LLM calls) again. The hook is how
 //! `crate::checkpoint` persists threads; the runtime itself stores nothing.
-use super::program::Program;
+use super::program::{Program, Target};
 use super::RunInput;
-use super::RunUsage;
+use super::{RunResult, RunUsage};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -149,4 +149,67 @@ impl Snapshot {
         self.state = state;
         Ok(())
     }
+}
+
+/// A snapshot of the loop's variables (see [`Snapshot`]).
+pub(super) fn snapshot(
+    program: &Program,
+    state: &Value,
+    next: Target,
+    steps: u32,
+    visits: &[u32],
+    last: Option<usize>,
+    result: &RunResult,
+) -> Snapshot {
+    Snapshot {
+        state: state.clone(),
+        next: match next {
+            Target::Node(n) => Some(program.nodes[n.index()].name.clone()),
+            Target::End => None,
+        },
+        step: steps,
+        visits: program
+            .nodes
+            .iter()
+            .zip(visits)
+            .filter(|(_, v)| **v > 0)
+            .map(|(n, v)| (n.name.clone(), *v))
+            .collect(),
+        iterations: result.iterations,
+        path: result.path.clone(),
+        usage: result.usage,
+        last: last.map(|l| program.nodes[l].name.clone()),
+    }
+}
+
+/// The loop's variables a snapshot gives back.
+pub(super) struct ResumeAt {
+    pub(super) visits: Vec<u32>,
+    pub(super) next: Target,
+    pub(super) last: Option<usize>,
+}
+
+pub(super) fn resume_at(program: &Program, snap: &Snapshot) -> Result<ResumeAt, String> {
+    let node = |name: &str| {
+        program
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| {
+                format!("the checkpoint names node `{name}`, which the spec does not have")
+            })
+    };
+    if !snap.state.is_object() {
+        return Err("the checkpoint's state is not an object".into());
+    }
+    let mut visits = vec![0u32; program.nodes.len()];
+    for (name, n) in &snap.visits {
+        visits[node(name)?] = *n;
+    }
+    let next = match &snap.next {
+        None => Target::End,
+        Some(name) => Target::Node(petgraph::graph::NodeIndex::new(node(name)?)),
+    };
+    let last = snap.last.as_deref().map(node).transpose()?;
+    Ok(ResumeAt { visits, next, last })
 }
