@@ -490,7 +490,8 @@ fn a_changed_spec_is_not_resumed_and_unusable_stores_are_reported() {
         flagged.stderr
     );
 
-    // PostgreSQL is not in this build: a usage error.
+    // An unreachable PostgreSQL server: the run fails before anything runs, the
+    // password not shown.
     let pg = run(
         dir.path(),
         &[
@@ -501,11 +502,16 @@ fn a_changed_spec_is_not_resumed_and_unusable_stores_are_reported() {
             "--thread",
             "P",
             "--checkpoints",
-            "postgres://localhost/db",
+            "postgres://u:hunter2@127.0.0.1:1/db",
         ],
     );
-    assert_eq!(pg.code, Some(2), "{}", pg.stderr);
-    assert!(pg.stderr.contains("PostgreSQL"), "{}", pg.stderr);
+    assert_eq!(pg.code, Some(1), "{}", pg.stderr);
+    assert!(
+        pg.stderr.contains("postgres://u:***@127.0.0.1:1/db"),
+        "{}",
+        pg.stderr
+    );
+    assert!(!pg.stderr.contains("hunter2"), "{}", pg.stderr);
     // A database of a newer ragloop is refused, untouched.
     let newer = dir.path().join("newer.sqlite3");
     {
@@ -535,4 +541,72 @@ fn a_changed_spec_is_not_resumed_and_unusable_stores_are_reported() {
         refused.stderr
     );
     assert_eq!(server.count("step"), 2, "only the first run asked anything");
+}
+
+#[test]
+fn a_paused_run_resumes_from_postgres_checkpoints() {
+    let Some(db) =
+        crate::checkpoints_pg::fresh_db("a_paused_run_resumes_from_postgres_checkpoints")
+    else {
+        return;
+    };
+    let server = server(Duration::ZERO, None);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), &server.base(), true);
+    let spec_arg = spec.to_str().unwrap();
+    let paused = run(
+        dir.path(),
+        &[
+            "run",
+            spec_arg,
+            "-q",
+            "why",
+            "--thread",
+            "G",
+            "--checkpoints",
+            &db.url,
+            "--json",
+        ],
+    );
+    assert_eq!(paused.code, Some(6), "{}", paused.stderr);
+    assert_eq!(paused.json["paused_before"], "c");
+    let bad = run(
+        dir.path(),
+        &[
+            "run",
+            spec_arg,
+            "--thread",
+            "G",
+            "--resume",
+            "--checkpoints",
+            &db.url,
+            "--set",
+            "score=x",
+        ],
+    );
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    let done = run(
+        dir.path(),
+        &[
+            "run",
+            spec_arg,
+            "--thread",
+            "G",
+            "--resume",
+            "--checkpoints",
+            &db.url,
+            "--set",
+            r#"notes=["ok"]"#,
+            "--json",
+        ],
+    );
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    assert_eq!(done.json["answer"], "ans(step c: ok)");
+    assert_eq!(server.count("step a"), 1);
+    // Nothing went to the SQLite default.
+    assert!(!db_path_exists(dir.path()));
+}
+
+fn db_path_exists(dir: &Path) -> bool {
+    db(dir).exists()
 }

@@ -11,6 +11,7 @@ mod cassette_cli;
 mod cassette_openai;
 mod checkpoints;
 mod checkpoints_cli;
+mod checkpoints_pg;
 mod cli;
 mod conformance;
 mod crag_web;

@@ -9,15 +9,18 @@
 //!
 //! - [`Checkpointer`]: the storage trait (no SQL in it); [`sqlite`]: the default
 //!   backend, an embedded SQLite file under the cache dir ([`default_path`]), WAL
-//!   mode, versioned migrations;
+//!   mode, versioned migrations; [`postgres`]: the same schema on a PostgreSQL
+//!   server (`--checkpoints postgres://...`);
 //! - [`thread`]: the API `ragloop run --thread` and the server call: [`prepare`]
 //!   (every check, nothing written) then [`run_thread`].
 //!
 //! Layering: `checkpoint` → `runtime` (the runtime knows only its `StepHook`).
 //! docs/checkpoints.md has the schema and the resume rules.
+pub mod postgres;
 pub mod sqlite;
 pub mod thread;
 
+pub use postgres::PostgresCheckpointer;
 pub use sqlite::SqliteCheckpointer;
 pub use thread::{
     check_nodes, prepare, run_thread, spec_id, Mode, Prepared, ThreadError, ThreadOutcome,
@@ -189,7 +192,7 @@ pub enum CheckpointError {
         /// The run number.
         run: u32,
     },
-    /// A `--checkpoints` URL this build cannot open (`postgres://`).
+    /// No location for the default database (no cache dir).
     #[error("{0}")]
     Unsupported(String),
 }
@@ -259,19 +262,17 @@ pub fn default_path() -> Option<PathBuf> {
     crate::retrieval::cache_root().map(|d| d.join("checkpoints").join("threads.sqlite3"))
 }
 
-/// Opens the store `--checkpoints` names: `None` → [`default_path`]; a path → that
+/// Opens the store `--checkpoints` names: `None` → [`default_path`];
+/// `postgres://…`/`postgresql://…` → [`PostgresCheckpointer`]; any other text → that
 /// SQLite file (created with its directory when absent).
 ///
 /// # Errors
-/// [`CheckpointError::Unsupported`] for `postgres://`/`postgresql://` URLs (not in
-/// this build) and when there is no cache dir; [`CheckpointError::Store`],
-/// [`CheckpointError::TooNew`] from [`SqliteCheckpointer::open`].
-pub fn open(location: Option<&str>) -> Result<SqliteCheckpointer, CheckpointError> {
+/// [`CheckpointError::Unsupported`] when there is no cache dir for the default;
+/// [`CheckpointError::Store`], [`CheckpointError::TooNew`] from the backend's `open`.
+pub fn open(location: Option<&str>) -> Result<Box<dyn Checkpointer>, CheckpointError> {
     let path = match location {
         Some(l) if l.starts_with("postgres://") || l.starts_with("postgresql://") => {
-            return Err(CheckpointError::Unsupported(
-                "PostgreSQL checkpoints are not supported by this build yet; give a SQLite file path to --checkpoints".into(),
-            ))
+            return Ok(Box::new(PostgresCheckpointer::open(l)?));
         }
         Some(l) => PathBuf::from(l),
         None => default_path().ok_or_else(|| {
@@ -280,5 +281,5 @@ pub fn open(location: Option<&str>) -> Result<SqliteCheckpointer, CheckpointErro
             )
         })?,
     };
-    SqliteCheckpointer::open(&path)
+    Ok(Box::new(SqliteCheckpointer::open(&path)?))
 }

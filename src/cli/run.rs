@@ -88,9 +88,9 @@ pub struct RunArgs {
         conflicts_with = "input"
     )]
     pub interrupt_before: Vec<String>,
-    /// The checkpoint database, a SQLite file (default:
-    /// <cache dir>/checkpoints/threads.sqlite3).
-    #[arg(long, value_name = "FILE")]
+    /// The checkpoint database: a SQLite file (default:
+    /// <cache dir>/checkpoints/threads.sqlite3) or a postgres://USER[:PASSWORD]@HOST[:PORT]/DB URL.
+    #[arg(long, value_name = "FILE|URL")]
     pub checkpoints: Option<String>,
 }
 
@@ -258,7 +258,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             Err(code) => return code,
         };
         if let (true, None, Some(t)) = (args.resume, &variant, &args.thread) {
-            match super::threads::stored_variant(&s, t) {
+            match super::threads::stored_variant(&*s, t) {
                 Ok(v) => variant = v,
                 Err(code) => return code,
             }
@@ -315,7 +315,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             } else {
                 Mode::New(&input)
             };
-            match checkpoint::prepare(s, &program, &thread_id, mode, &args.interrupt_before) {
+            match checkpoint::prepare(&**s, &program, &thread_id, mode, &args.interrupt_before) {
                 Ok(p) => Some(p),
                 Err(e) if e.is_usage() => {
                     return usage(match e {
@@ -415,7 +415,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let mut obs = Tee(observers);
     if let (Some(store), Some(prepared)) = (&store, prepared) {
         let outcome = match rt.block_on(checkpoint::run_thread(
-            store, &program, &resources, prepared, &mut obs, &cancel,
+            &**store, &program, &resources, prepared, &mut obs, &cancel,
         )) {
             Ok(o) => o,
             Err(e) => {

@@ -1,16 +1,16 @@
 //! `ragloop run --thread ID [--resume]`, `--interrupt-before NODE`, `--checkpoints
 //! FILE`: the checkpoint store and thread ids for `run` (the rules are in
 //! `ragloop::checkpoint::thread` and docs/checkpoints.md).
-use ragloop::checkpoint::{self, CheckpointError, Checkpointer, SqliteCheckpointer, ThreadOutcome};
+use ragloop::checkpoint::{self, CheckpointError, Checkpointer, ThreadOutcome};
 use ragloop::runtime::Status;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Opens the store `--checkpoints` names (default: under the cache dir). A
-/// PostgreSQL URL or a missing cache dir is a usage error (2); a database that
-/// cannot be opened, or is of a newer ragloop, fails (1).
-pub fn open_store(location: Option<&str>) -> Result<SqliteCheckpointer, ExitCode> {
+/// Opens the store `--checkpoints` names (a SQLite file or a `postgres://` URL;
+/// default: under the cache dir). A missing cache dir is a usage error (2); a
+/// database that cannot be opened, or is of a newer ragloop, fails (1).
+pub fn open_store(location: Option<&str>) -> Result<Box<dyn Checkpointer>, ExitCode> {
     checkpoint::open(location).map_err(|e| {
         ragloop::errln!("ragloop run: {e}");
         match e {
