@@ -51,6 +51,7 @@ macro_rules! errp {
     }};
 }
 
+pub mod checkpoint;
 pub mod clock;
 pub mod compile;
 pub mod diag;

@@ -14,6 +14,7 @@ mod index;
 mod overrides;
 mod run;
 mod signals;
+mod threads;
 mod validate;
 
 /// Exit status for a usage error (bad flags or arguments).

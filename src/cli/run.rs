@@ -5,7 +5,16 @@
 //! interrupted by SIGINT/SIGTERM (the run in flight ends with status `interrupted`,
 //! with its result and trace; with `--input`, no further line is run). With
 //! `--input`, the most severe status over all questions decides (failed > limit >
-//! exhausted/fallback > generated), and a bad input line counts as failed.
+//! exhausted/fallback > generated), and a bad input line counts as failed. 6: the
+//! run paused before a node (`interrupt_before`, `--interrupt-before`): status
+//! `interrupted`, resumed with `--thread ID --resume`.
+//!
+//! Threads (`--thread`, `--resume`, `--checkpoints`; see docs/checkpoints.md): a
+//! run on a thread is checkpointed after every step. A run that can pause (a node
+//! with `interrupt_before`, or `--interrupt-before`) always runs on a thread: a new
+//! one named `run-…` when `--thread` is not given, printed when it pauses. `--input`
+//! runs have no thread, so they refuse specs and flags that pause.
+use ragloop::checkpoint::{self, Mode};
 use ragloop::compile::{compile, CompileOptions, LoadError};
 use ragloop::runtime::state::parse_set;
 use ragloop::runtime::trace::Tee;
@@ -21,7 +30,7 @@ use std::process::ExitCode;
 /// Arguments of `ragloop run`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error (a missing API key included), 130 interrupted (SIGINT/SIGTERM)."
+    after_help = "Exit status: 0 generated, 3 exhausted or fallback, 4 limit, 1 failed or invalid spec, 2 usage error (a missing API key included), 6 paused before a node (interrupt_before; resume with --thread ID --resume), 130 interrupted (SIGINT/SIGTERM)."
 )]
 pub struct RunArgs {
     /// The spec file.
@@ -62,6 +71,27 @@ pub struct RunArgs {
     /// Response cache, cassette recording and replay.
     #[command(flatten)]
     pub calls: super::calls::CallArgs,
+    /// Run on this thread: a checkpoint after every step, so a killed, interrupted
+    /// or paused run can be resumed. Without --resume, a new run on the thread.
+    #[arg(long, value_name = "ID", conflicts_with = "input")]
+    pub thread: Option<String>,
+    /// Continue the thread's latest run from its last checkpoint (completed steps
+    /// are not run again); each --set patches its state first, checked against the
+    /// state schema.
+    #[arg(long, requires = "thread", conflicts_with_all = ["question", "input"])]
+    pub resume: bool,
+    /// Pause before this node (repeatable): status interrupted, exit 6, resumed
+    /// with --thread ID --resume.
+    #[arg(
+        long = "interrupt-before",
+        value_name = "NODE",
+        conflicts_with = "input"
+    )]
+    pub interrupt_before: Vec<String>,
+    /// The checkpoint database: a SQLite file (default:
+    /// <cache dir>/checkpoints/threads.sqlite3) or a postgres://USER[:PASSWORD]@HOST[:PORT]/DB URL.
+    #[arg(long, value_name = "FILE|URL")]
+    pub checkpoints: Option<String>,
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
@@ -70,6 +100,16 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
 }
 
 fn result_json(r: &RunResult, id: Option<&Value>) -> Value {
+    result_json_on(r, id, None)
+}
+
+/// The result as `--json` prints it; on a thread also `thread`, `run` and (when it
+/// paused) `paused_before`.
+pub(super) fn result_json_on(
+    r: &RunResult,
+    id: Option<&Value>,
+    thread: Option<(&str, u32)>,
+) -> Value {
     let mut v = json!({
         "status": r.status,
         "answer": r.answer,
@@ -87,13 +127,20 @@ fn result_json(r: &RunResult, id: Option<&Value>) -> Value {
     if let (Some(variant), Some(obj)) = (&r.variant, v.as_object_mut()) {
         obj.insert("variant".into(), Value::String(variant.clone()));
     }
+    if let (Some((thread, run)), Some(obj)) = (thread, v.as_object_mut()) {
+        obj.insert("thread".into(), json!(thread));
+        obj.insert("run".into(), json!(run));
+        if let Some(n) = &r.paused_before {
+            obj.insert("paused_before".into(), json!(n));
+        }
+    }
     v
 }
 
 /// Human output of one run. The answer and the sources come from LLMs, documents
 /// and web results: their control characters are escaped ([`ragloop::text`]), the
 /// answer keeping its newlines and tabs, a source kept on its line.
-fn print_human(r: &RunResult) {
+pub(super) fn print_human(r: &RunResult) {
     use ragloop::text::{escape_line, escape_text};
     let mut out = std::io::stdout().lock();
     if let Some(a) = &r.answer {
@@ -114,6 +161,9 @@ fn print_human(r: &RunResult) {
         r.iterations
     );
     let _ = writeln!(out, "Status: {}", r.status);
+    if let Some(n) = &r.paused_before {
+        let _ = writeln!(out, "Paused before: {}", escape_line(n));
+    }
     // Paid runs say what they cost.
     if r.usage.tokens.cost_usd > 0.0 {
         let _ = writeln!(out, "Usage: {}", r.usage.summary());
@@ -136,6 +186,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         (Some(q), _) if q.trim().is_empty() => return usage("the question is empty"),
         (Some(q), _) => Some(q.clone()),
         (None, Some(_)) => None,
+        (None, None) if args.resume => None,
         (None, None) => return usage(
             "give a question with --question TEXT, or a file of questions with --input FILE.jsonl",
         ),
@@ -197,7 +248,24 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return invalid(&e.render()),
     };
-    let program = match compiled.program_with(args.variant.as_deref(), &changes) {
+    // A thread run: the store is opened before anything runs; `--resume` without
+    // `--variant` takes the thread's.
+    let mut store = None;
+    let mut variant = args.variant.clone();
+    if args.thread.is_some() || !args.interrupt_before.is_empty() {
+        let s = match super::threads::open_store(args.checkpoints.as_deref()) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        if let (true, None, Some(t)) = (args.resume, &variant, &args.thread) {
+            match super::threads::stored_variant(&*s, t) {
+                Ok(v) => variant = v,
+                Err(code) => return code,
+            }
+        }
+        store = Some(s);
+    }
+    let program = match compiled.program_with(variant.as_deref(), &changes) {
         Ok(p) => p,
         Err(LoadError::Usage(m)) => return usage(m),
         Err(LoadError::Invalid(e)) => return invalid(&e.render()),
@@ -206,9 +274,65 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let Err(e) = program.check_sets(&sets) {
-        return usage(e);
+    // A spec that pauses runs on a thread; `--input` has none.
+    let pauses = program.nodes.iter().any(|n| n.interrupt_before);
+    if pauses && lines.is_some() {
+        let nodes: Vec<&str> = program
+            .nodes
+            .iter()
+            .filter(|n| n.interrupt_before)
+            .map(|n| n.name.as_str())
+            .collect();
+        return usage(format!(
+            "--input: the spec pauses before {} (interrupt_before), which needs a thread: run one question at a time (with --thread ID to name it)",
+            nodes.join(", ")
+        ));
     }
+    if pauses && store.is_none() {
+        match super::threads::open_store(args.checkpoints.as_deref()) {
+            Ok(s) => store = Some(s),
+            Err(code) => return code,
+        }
+    }
+    if !args.resume {
+        if let Err(e) = program.check_sets(&sets) {
+            return usage(e);
+        }
+    }
+    let thread_id = args
+        .thread
+        .clone()
+        .unwrap_or_else(super::threads::new_thread_id);
+    let input = RunInput {
+        question: question.clone(),
+        sets: sets.clone(),
+    };
+    let prepared = match &store {
+        None => None,
+        Some(s) => {
+            let mode = if args.resume {
+                Mode::Resume { patch: &sets }
+            } else {
+                Mode::New(&input)
+            };
+            match checkpoint::prepare(&**s, &program, &thread_id, mode, &args.interrupt_before) {
+                Ok(p) => Some(p),
+                Err(e) if e.is_usage() => {
+                    return usage(match e {
+                        checkpoint::ThreadError::Patch(p) => format!("--set: {p}"),
+                        e @ checkpoint::ThreadError::UnknownNode { .. } => {
+                            format!("--interrupt-before: {e}")
+                        }
+                        e => e.to_string(),
+                    })
+                }
+                Err(e) => {
+                    ragloop::errln!("ragloop run: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+    };
     // A missing API key is a usage error, reported before anything is opened or run;
     // a replayed run reads no key.
     // Web tools are live even under --replay (embeddings are replayed too).
@@ -289,9 +413,20 @@ pub fn run(args: RunArgs) -> ExitCode {
         observers.push(Box::new(Verbose));
     }
     let mut obs = Tee(observers);
+    if let (Some(store), Some(prepared)) = (&store, prepared) {
+        let outcome = match rt.block_on(checkpoint::run_thread(
+            &**store, &program, &resources, prepared, &mut obs, &cancel,
+        )) {
+            Ok(o) => o,
+            Err(e) => {
+                ragloop::errln!("ragloop run: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        return super::threads::report(&outcome, args.json, &args.spec);
+    }
     match lines {
         None => {
-            let input = RunInput { question, sets };
             let result = rt.block_on(run_program(&program, &resources, &input, &mut obs, &cancel));
             if args.json {
                 // A closed stdout (`| true`) is not an error of the run.

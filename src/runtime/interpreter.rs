@@ -18,6 +18,7 @@ use super::expr::{to_jinja, Mirror, Scope};
 use super::nodes::{exec, name, Meter, UpdateNames};
 use super::program::{EdgeProg, NodeProg, Program, Target};
 use super::resources::Resources;
+use super::snapshot::{resume_at, snapshot, Start, StepHook};
 use super::state::{initial_state, reduce};
 use super::status::Status;
 use super::trace::{unix_ms, Arm, LlmStats, Observer, RetrievedDoc, Route, StepRecord};
@@ -56,7 +57,8 @@ pub async fn run(
 /// and the run ends with [`Status::Interrupted`], `error` naming the node, and a step
 /// record carrying that error. The observer's `finish` is called as for any other
 /// end, so a trace gets its final line (`"status": "interrupted"`). A run that
-/// reached END before the cancellation keeps its status.
+/// reached END before the cancellation keeps its status. Interrupts
+/// (`interrupt_before`) are ignored: see [`run_from`].
 pub async fn run_until(
     program: &Program,
     res: &Resources,
@@ -64,26 +66,104 @@ pub async fn run_until(
     obs: &mut dyn Observer,
     cancel: &CancellationToken,
 ) -> RunResult {
-    let spec = &program.spec;
-    let mut state = Value::Object(initial_state(
-        &spec.state.initial,
-        input.question.as_deref(),
-        &input.sets,
-    ));
+    let ctl = Control {
+        cancel,
+        interrupts: false,
+        interrupt_before: &[],
+        hook: None,
+    };
+    run_from(program, res, Start::Fresh(input), obs, ctl).await
+}
+
+/// What a run does besides running its nodes: stop, pause, report snapshots.
+pub struct Control<'a> {
+    /// Cancelled: the run ends [`Status::Interrupted`] (see [`run_until`]).
+    pub cancel: &'a CancellationToken,
+    /// Pause before the nodes the spec marks `interrupt_before: true`.
+    pub interrupts: bool,
+    /// Pause before these nodes too (names; a name that is not a node never
+    /// matches: callers check them, see `checkpoint::check_nodes`).
+    pub interrupt_before: &'a [String],
+    /// Receives a [`Snapshot`] at step 0 of a fresh run and after every completed
+    /// step (see [`StepHook`]).
+    pub hook: Option<&'a mut dyn StepHook>,
+}
+
+/// Runs a program from `start` (a fresh input, or a [`Snapshot`] to resume from)
+/// under `ctl`: like [`run_until`], plus interrupts and the step hook.
+///
+/// Pausing: before running a node (after the step and visit limits are checked),
+/// if the node is marked `interrupt_before` (with `ctl.interrupts`) or named in
+/// `ctl.interrupt_before`, the run ends with [`Status::Interrupted`],
+/// [`RunResult::paused_before`] naming the node and `error` saying so; the last
+/// snapshot the hook received has that node as `next`. A resume with
+/// `past_pause: true` runs that node instead of pausing again.
+///
+/// Resuming: the state, step count, visits, iterations, path, usage and last node
+/// come from the snapshot, so bounds count the steps done before, and the result
+/// (path, steps, usage) is that of the whole run. A snapshot naming a node the
+/// program does not have (a checkpoint of another spec) fails the run.
+pub async fn run_from(
+    program: &Program,
+    res: &Resources,
+    start: Start<'_>,
+    obs: &mut dyn Observer,
+    mut ctl: Control<'_>,
+) -> RunResult {
+    let cancel = ctl.cancel;
     let mut result = RunResult::new(program.variant());
-    if let Err(v) = program.state_check.check(&state) {
-        result.fail(format!(
-            "initial state does not match the state schema: {v}"
-        ));
-        return finish(program, result, state, None, obs);
-    }
-    // `7.0` where the state schema says integer is stored as `7`.
-    program.state_check.normalize(&mut state);
-    let mut mirror = Arc::new(state.as_object().map(mirror_of).unwrap_or_default());
     let mut visits = vec![0u32; program.nodes.len()];
     let mut steps = 0u32;
     let mut current = Target::Node(program.entry);
     let mut last: Option<usize> = None;
+    let mut pass_pause = false;
+    let mut state = match start {
+        Start::Fresh(input) => {
+            let spec = &program.spec;
+            let mut state = Value::Object(initial_state(
+                &spec.state.initial,
+                input.question.as_deref(),
+                &input.sets,
+            ));
+            if let Err(v) = program.state_check.check(&state) {
+                result.fail(format!(
+                    "initial state does not match the state schema: {v}"
+                ));
+                return finish(program, result, state, None, obs);
+            }
+            // `7.0` where the state schema says integer is stored as `7`.
+            program.state_check.normalize(&mut state);
+            state
+        }
+        Start::Resume {
+            snapshot,
+            past_pause,
+        } => match resume_at(program, snapshot) {
+            Ok(at) => {
+                visits = at.visits;
+                current = at.next;
+                last = at.last;
+                steps = snapshot.step;
+                result.path = snapshot.path.clone();
+                result.iterations = snapshot.iterations;
+                result.usage = snapshot.usage;
+                pass_pause = past_pause;
+                snapshot.state.clone()
+            }
+            Err(msg) => {
+                result.fail(format!("cannot resume: {msg}"));
+                return finish(program, result, snapshot.state.clone(), None, obs);
+            }
+        },
+    };
+    if let (Start::Fresh(_), Some(hook)) = (start, ctl.hook.as_deref_mut()) {
+        let snap = snapshot(program, &state, current, steps, &visits, last, &result);
+        if let Err(e) = hook.after_step(&snap) {
+            result.fail(format!("checkpoint: {e}"));
+            return finish(program, result, state, last, obs);
+        }
+    }
+    let mut mirror = Arc::new(state.as_object().map(mirror_of).unwrap_or_default());
     let tracing = obs.enabled();
     while let Target::Node(at) = current {
         let ix = at.index();
@@ -115,6 +195,20 @@ pub async fn run_until(
                 ));
                 return finish(program, result, state, last, obs);
             }
+        }
+        let pause =
+            (ctl.interrupts && node.interrupt_before) || ctl.interrupt_before.contains(&node.name);
+        if std::mem::take(&mut pass_pause) {
+            // The resume of a pause before this node: run it.
+        } else if pause {
+            result.status = Status::Interrupted;
+            result.paused_before = Some(node.name.clone());
+            result.error = Some(format!(
+                "paused before node `{}` (step {}): interrupt_before",
+                node.name,
+                steps + 1
+            ));
+            return finish(program, result, state, last, obs);
         }
         steps += 1;
         visits[ix] += 1;
@@ -320,6 +414,13 @@ pub async fn run_until(
                 out.documents.clone(),
                 None,
             );
+        }
+        if let Some(hook) = ctl.hook.as_deref_mut() {
+            let snap = snapshot(program, &state, current, steps, &visits, last, &result);
+            if let Err(e) = hook.after_step(&snap) {
+                result.fail(format!("checkpoint after node `{}`: {e}", node.name));
+                return finish(program, result, state, last, obs);
+            }
         }
     }
     // Reached END.

@@ -8,6 +8,8 @@
 //! - [`interpreter`]: [`run`], one run of a program (node execution in `nodes.rs`), and
 //!   [`run_until`], the same run stopped by a [`CancellationToken`] (status
 //!   [`Status::Interrupted`]);
+//! - [`snapshot`]: where a run is after a step ([`Snapshot`]), the [`StepHook`] that
+//!   persists it (checkpoints, in `crate::checkpoint`) and resuming from one;
 //! - [`trace`]: step records, JSON-lines traces, verbose output;
 //! - [`status`]: terminal statuses and exit codes.
 //!
@@ -29,15 +31,17 @@ mod nodes;
 pub mod program;
 pub mod program_error;
 pub mod resources;
+pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod trace;
 
-pub use interpreter::{run, run_until};
+pub use interpreter::{run, run_from, run_until, Control};
 pub use program::{NodeFault, Program, ProgramError, SetError};
 pub use resources::{
     ResourceError, ResourceOptions, Resources, Retriever, ScriptedRetriever, SearchFuture,
 };
+pub use snapshot::{PatchError, Snapshot, Start, StepHook};
 pub use status::Status;
 pub use tokio_util::sync::CancellationToken;
 pub use trace::{JsonlTrace, NoTrace, Observer, StepRecord, Verbose};
@@ -55,7 +59,7 @@ pub struct RunInput {
 }
 
 /// Token usage of a whole run (the sum of the steps' [`trace::LlmStats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct RunUsage {
     /// LLM calls (repairs included, cached answers included).
     pub calls: u64,
@@ -69,10 +73,11 @@ pub struct RunUsage {
     #[serde(flatten)]
     pub tokens: crate::providers::Usage,
     /// Of `cost_usd`, the recorded cost of the cached answers: not spent again.
+    #[serde(default)]
     pub saved_usd: f64,
     /// True when some call's token counts were estimated (the server reported no
     /// usage); absent from JSON when false.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
 }
 
@@ -129,6 +134,9 @@ pub struct RunResult {
     pub error: Option<String>,
     /// The variant the run used.
     pub variant: Option<String>,
+    /// The node a thread run paused before (`interrupt_before`), with status
+    /// [`Status::Interrupted`]; `None` for every other end.
+    pub paused_before: Option<String>,
 }
 
 impl RunResult {
@@ -144,6 +152,7 @@ impl RunResult {
             usage: RunUsage::default(),
             error: None,
             variant: variant.map(str::to_string),
+            paused_before: None,
         }
     }
 
@@ -153,6 +162,16 @@ impl RunResult {
         let mut r = RunResult::new(variant);
         r.fail(msg);
         r
+    }
+
+    /// Exit code of `ragloop run` for this result: [`Status::exit_code`], except
+    /// [`status::EXIT_PAUSED`] (6) when the run paused before a node.
+    pub fn exit_code(&self) -> u8 {
+        if self.paused_before.is_some() {
+            status::EXIT_PAUSED
+        } else {
+            self.status.exit_code()
+        }
     }
 
     fn fail(&mut self, msg: String) {

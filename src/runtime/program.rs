@@ -125,6 +125,8 @@ pub struct NodeProg {
     pub edge: EdgeProg,
     /// Listed in `output.fallback`.
     pub fallback: bool,
+    /// `interrupt_before: true`: a thread run pauses before this node.
+    pub interrupt_before: bool,
     /// Some `update` expression reads `output` through the template engine (so the
     /// output must be converted to a template value).
     pub output_in_exprs: bool,
@@ -157,6 +159,41 @@ pub struct Program {
     pub entry: NodeIndex,
     /// Global step limit.
     pub max_steps: u32,
+    /// blake3 (64 hex digits) of what the program was compiled from: the merged,
+    /// changed spec (its `variants` table left out) and the prompt and schema texts.
+    /// Two programs with the same fingerprint run the same way; checkpoints record
+    /// it so a thread is not resumed on a changed spec.
+    pub fingerprint: String,
+}
+
+/// The [`Program::fingerprint`] of a spec and its inputs: every prompt text and
+/// schema in name order, each length-prefixed.
+fn fingerprint(spec: &Spec, files: &Inputs) -> String {
+    let mut h = blake3::Hasher::new();
+    let mut put = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    let mut value = serde_json::to_value(spec).unwrap_or(Value::Null);
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("variants");
+    }
+    put(value.to_string().as_bytes());
+    put(files.state_schema.to_string().as_bytes());
+    let mut schemas: Vec<_> = files.schemas.iter().collect();
+    schemas.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, schema) in schemas {
+        put(name.as_bytes());
+        put(schema.to_string().as_bytes());
+    }
+    let mut prompts: Vec<_> = files.prompts.iter().collect();
+    prompts.sort_by(|a, b| a.0.cmp(b.0));
+    for ((name, part), text) in prompts {
+        put(name.as_bytes());
+        put(part.as_bytes());
+        put(text.as_bytes());
+    }
+    h.finalize().to_hex().to_string()
 }
 
 impl Program {
@@ -282,6 +319,7 @@ impl Program {
                 update,
                 edge,
                 fallback: spec.output.fallback.iter().any(|f| f == name),
+                interrupt_before: node.interrupt_before(),
                 output_in_exprs,
             });
         }
@@ -300,6 +338,7 @@ impl Program {
             nodes,
             entry,
             max_steps: spec.limits.max_steps,
+            fingerprint: fingerprint(spec, files),
         })
     }
 

@@ -5,6 +5,11 @@ use serde::{Deserialize, Serialize};
 /// (128 + 2, what a shell reports for a process killed by SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// Exit status of `ragloop run` when the run paused before a node
+/// (`interrupt_before` or `--interrupt-before`): status `interrupted`, a checkpoint
+/// to resume from (see `RunResult::exit_code`).
+pub const EXIT_PAUSED: u8 = 6;
+
 /// How a run ended.
 ///
 /// Decided when the run stops:

@@ -387,6 +387,11 @@ pub struct RetrieveNode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_visits: Option<u32>,
+    /// Pause a thread run before this node runs (status `interrupted`, a
+    /// checkpoint); `ragloop run --thread ID --resume` continues it, optionally with
+    /// a state patch. Plain runs without a thread (`eval`, the library's `run`) ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt_before: bool,
 }
 
 /// Fields of an `update` node.
@@ -402,6 +407,11 @@ pub struct UpdateNode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_visits: Option<u32>,
+    /// Pause a thread run before this node runs (status `interrupted`, a
+    /// checkpoint); `ragloop run --thread ID --resume` continues it, optionally with
+    /// a state patch. Plain runs without a thread (`eval`, the library's `run`) ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt_before: bool,
 }
 
 /// Fields of a `tool` node.
@@ -422,6 +432,11 @@ pub struct ToolNode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_visits: Option<u32>,
+    /// Pause a thread run before this node runs (status `interrupted`, a
+    /// checkpoint); `ragloop run --thread ID --resume` continues it, optionally with
+    /// a state patch. Plain runs without a thread (`eval`, the library's `run`) ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt_before: bool,
 }
 
 /// Fields of an LLM call (the `llm` node, and each call of a `map` node).
@@ -467,6 +482,11 @@ pub struct LlmNode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_visits: Option<u32>,
+    /// Pause a thread run before this node runs (status `interrupted`, a
+    /// checkpoint); `ragloop run --thread ID --resume` continues it, optionally with
+    /// a state patch. Plain runs without a thread (`eval`, the library's `run`) ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt_before: bool,
 }
 
 fn default_repairs() -> u32 {
@@ -674,6 +694,22 @@ impl NodeSpec {
             | NodeSpec::Update(UpdateNode { max_visits, .. })
             | NodeSpec::Tool(ToolNode { max_visits, .. }) => *max_visits,
             NodeSpec::Llm(l) | NodeSpec::Map(l) => l.max_visits,
+        }
+    }
+
+    /// Whether a thread run pauses before this node (`interrupt_before: true`).
+    pub fn interrupt_before(&self) -> bool {
+        match self {
+            NodeSpec::Retrieve(RetrieveNode {
+                interrupt_before, ..
+            })
+            | NodeSpec::Update(UpdateNode {
+                interrupt_before, ..
+            })
+            | NodeSpec::Tool(ToolNode {
+                interrupt_before, ..
+            }) => *interrupt_before,
+            NodeSpec::Llm(l) | NodeSpec::Map(l) => l.interrupt_before,
         }
     }
 
