@@ -65,8 +65,8 @@ pub use index::{FieldWeights, Index, FORMAT_VERSION};
 pub use ingest::{LoadedCorpus, LoadedFile};
 pub use loader::load_corpus;
 pub use options::{BuildReport, IndexOptions};
+pub use rerank::{OfflineReranker, RerankError, Reranked, Reranker};
 pub use retriever::{Retriever, ScriptedRetriever, SearchError, SearchFuture};
-pub use rerank::{OfflineReranker, Reranked, Reranker, RerankError};
 pub use skips::{SkipReason, SkippedFile, Skips};
 pub use usage::RetrievalUsage;
 
@@ -169,7 +169,9 @@ fn open_reranker(
     use crate::spec::retriever::RerankerSpec;
     let at = |e: String| format!("retriever `{name}`: {e}");
     Ok(match spec {
-        RerankerSpec::Name(n) if n == "offline" => Arc::new(OfflineReranker::new(Arc::clone(index))),
+        RerankerSpec::Name(n) if n == "offline" => {
+            Arc::new(OfflineReranker::new(Arc::clone(index)))
+        }
         RerankerSpec::Name(n) => return Err(at(format!("unknown reranker `{n}`"))),
         RerankerSpec::Http(h) => {
             let replaying = ctx.embed_calls.is_some_and(|c| c.replaying());

@@ -79,6 +79,10 @@ pub struct LlmStats {
     /// (`concurrency`, `requests_per_minute`), in ms; absent when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub limit_wait_ms: f64,
+    /// The retriever calls of a `retrieve` step: query embeddings and HTTP rerank
+    /// calls (`crate::retrieval::RetrievalUsage`); absent from JSON when none.
+    #[serde(skip_serializing_if = "crate::retrieval::RetrievalUsage::is_empty")]
+    pub retrieval: crate::retrieval::RetrievalUsage,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -112,6 +116,7 @@ impl std::ops::AddAssign<&LlmStats> for LlmStats {
         self.latency_ms += o.latency_ms;
         self.usage_estimated |= o.usage_estimated;
         self.limit_wait_ms += o.limit_wait_ms;
+        self.retrieval += &o.retrieval;
     }
 }
 

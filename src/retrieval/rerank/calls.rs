@@ -69,5 +69,8 @@ pub trait RerankBackend: Send + Sync {
     ///
     /// # Errors
     /// A [`RerankError`] naming the reranker.
-    fn rerank<'a>(&'a self, req: RerankRequest<'a>) -> BoxFuture<'a, Result<Reranking, RerankError>>;
+    fn rerank<'a>(
+        &'a self,
+        req: RerankRequest<'a>,
+    ) -> BoxFuture<'a, Result<Reranking, RerankError>>;
 }

@@ -108,9 +108,12 @@ pub fn check_rerank(
             None => at(&["reranker"]),
         };
         diags.push(
-            Diagnostic::new(Code::RerankerSetting, format!("retriever `{name}`: {message}"))
-                .at(span)
-                .help(help.to_string()),
+            Diagnostic::new(
+                Code::RerankerSetting,
+                format!("retriever `{name}`: {message}"),
+            )
+            .at(span)
+            .help(help.to_string()),
         );
     };
     match (&h.base_url, shape.default_base_url()) {

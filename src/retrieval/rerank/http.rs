@@ -233,16 +233,17 @@ impl HttpReranker {
             }),
             Err(e) => Err(RerankError::Call {
                 reranker: described,
-                message: self
-                    .policy
-                    .redact(&format!("{}: {e}", self.endpoint)),
+                message: self.policy.redact(&format!("{}: {e}", self.endpoint)),
             }),
         }
     }
 }
 
 impl RerankBackend for HttpReranker {
-    fn rerank<'a>(&'a self, req: RerankRequest<'a>) -> BoxFuture<'a, Result<Reranking, RerankError>> {
+    fn rerank<'a>(
+        &'a self,
+        req: RerankRequest<'a>,
+    ) -> BoxFuture<'a, Result<Reranking, RerankError>> {
         Box::pin(self.post(req.query, req.documents))
     }
 }
@@ -283,17 +284,21 @@ impl Reranker for HttpReranker {
 /// An [`AnswerFault`]: a body that is not JSON or not the shape's (no result list,
 /// an error object, an entry without a numeric `index` or score), an index out of
 /// range or answered twice, a document without a score, a score that is not finite.
-pub fn parse_scores(shape: Shape, body: &str, n: usize) -> Result<(Vec<f64>, RerankUsage), AnswerFault> {
+pub fn parse_scores(
+    shape: Shape,
+    body: &str,
+    n: usize,
+) -> Result<(Vec<f64>, RerankUsage), AnswerFault> {
     let trimmed = body.trim_start_matches('\u{feff}').trim();
     let v: Value = serde_json::from_str(trimmed).map_err(|e| {
-        AnswerFault::Shape(format!(
-            "the response is not JSON ({e}): {}",
-            clip(trimmed)
-        ))
+        AnswerFault::Shape(format!("the response is not JSON ({e}): {}", clip(trimmed)))
     })?;
     let (list, score_key) = match shape {
         Shape::Tei => (v.as_array(), "score"),
-        Shape::Cohere | Shape::Jina => (v.get("results").and_then(Value::as_array), "relevance_score"),
+        Shape::Cohere | Shape::Jina => (
+            v.get("results").and_then(Value::as_array),
+            "relevance_score",
+        ),
     };
     let Some(list) = list else {
         let what = match shape {
@@ -314,7 +319,10 @@ pub fn parse_scores(shape: Shape, body: &str, n: usize) -> Result<(Vec<f64>, Rer
     let mut pairs = Vec::with_capacity(list.len());
     for (i, e) in list.iter().enumerate() {
         let index = e.get("index").and_then(Value::as_i64).ok_or_else(|| {
-            AnswerFault::Shape(format!("result {i} has no integer `index`: {}", clip(&e.to_string())))
+            AnswerFault::Shape(format!(
+                "result {i} has no integer `index`: {}",
+                clip(&e.to_string())
+            ))
         })?;
         let score = match e.get(score_key) {
             Some(Value::Number(x)) => x.as_f64().unwrap_or(f64::NAN),
@@ -368,7 +376,12 @@ mod tests {
 
     #[test]
     fn each_shape_reads_its_scores_and_usage() {
-        let (s, u) = parse_scores(Shape::Tei, r#"[{"index":1,"score":0.9},{"index":0,"score":0.1}]"#, 2).unwrap();
+        let (s, u) = parse_scores(
+            Shape::Tei,
+            r#"[{"index":1,"score":0.9},{"index":0,"score":0.1}]"#,
+            2,
+        )
+        .unwrap();
         assert_eq!((s, u), (vec![0.1, 0.9], RerankUsage::default()));
         let (s, u) = parse_scores(
             Shape::Cohere,

@@ -35,7 +35,10 @@ use std::sync::Arc;
 pub struct NoServer;
 
 impl RerankBackend for NoServer {
-    fn rerank<'a>(&'a self, req: RerankRequest<'a>) -> BoxFuture<'a, Result<Reranking, RerankError>> {
+    fn rerank<'a>(
+        &'a self,
+        req: RerankRequest<'a>,
+    ) -> BoxFuture<'a, Result<Reranking, RerankError>> {
         Box::pin(std::future::ready(Err(RerankError::Call {
             reranker: req.config.describe(),
             message: "no server and no cassette to answer from".into(),
@@ -203,10 +206,7 @@ pub fn order(docs: Vec<Document>, scores: &[f64], top_k: usize) -> Vec<Document>
 impl Retriever for Reranked {
     fn search<'a>(&'a self, query: &'a str, top_k: usize) -> SearchFuture<'a> {
         Box::pin(async move {
-            let docs = self
-                .inner
-                .search(query, self.candidates.max(top_k))
-                .await?;
+            let docs = self.inner.search(query, self.candidates.max(top_k)).await?;
             if docs.is_empty() || top_k == 0 {
                 return Ok(Vec::new());
             }
@@ -279,7 +279,10 @@ mod tests {
         let doc = |id: &str| Document {
             id: id.into(),
             content: String::new(),
-            metadata: serde_json::json!({"source": id}).as_object().unwrap().clone(),
+            metadata: serde_json::json!({"source": id})
+                .as_object()
+                .unwrap()
+                .clone(),
         };
         let out = order(vec![doc("a"), doc("c"), doc("b")], &[0.1, 0.5, 0.5], 2);
         let ids: Vec<&str> = out.iter().map(|d| d.id.as_str()).collect();

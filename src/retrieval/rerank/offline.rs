@@ -314,7 +314,11 @@ mod tests {
         let idf = [1.0, 2.0];
         assert_eq!(proximity(&t("a x b"), &q, &idf), 3.0);
         let far = format!("a {} b", vec!["x"; WINDOW].join(" "));
-        assert_eq!(proximity(&t(&far), &q, &idf), 2.0, "too far apart: the rarer alone");
+        assert_eq!(
+            proximity(&t(&far), &q, &idf),
+            2.0,
+            "too far apart: the rarer alone"
+        );
         assert_eq!(proximity(&t("x y"), &q, &idf), 0.0);
     }
 }
