@@ -74,10 +74,13 @@
 //! [`Cassette::load`] reads a cassette into a hash map from key to the recorded answers.
 mod embedding;
 mod reader;
+mod rerank;
 
 pub(crate) use embedding::EmbedLineOut;
 pub use embedding::{EmbedLine, EMBEDDINGS};
 pub use reader::{Cassette, CassetteError, Exchange, RecordedVector};
+pub(crate) use rerank::RerankLineOut;
+pub use rerank::{rerank_key, RecordedRerank, RerankLine, RERANK};
 
 use super::cache::{KeyConfig, KeyMaker};
 use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError, Usage};

@@ -30,6 +30,29 @@ use super::{Document, Retriever, SearchError, SearchFuture};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 
+/// The HTTP rerankers' key variables that are unset or empty: one message per
+/// retriever, naming it and the variable (`ragloop run`/`eval` refuse to start, exit
+/// 2, like a model's missing key). Not called when replaying.
+pub fn missing_keys(spec: &crate::spec::types::Spec) -> Vec<String> {
+    use crate::spec::retriever::RerankerSpec;
+    let mut out = Vec::new();
+    for (name, r) in &spec.retrievers {
+        let Some(RerankerSpec::Http(h)) = r.rerank().map(|r| &r.reranker) else {
+            continue;
+        };
+        if let Some(var) = &h.api_key_env {
+            if let Err(why) = crate::secret::read_env(var) {
+                out.push(format!(
+                    "retriever `{name}`: the API key variable {var} of its `{}` reranker (named by retrievers.{name}.rerank.reranker.api_key_env) {}",
+                    h.kind,
+                    why.describe()
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Answers no rerank call: an HTTP reranker layered for replay without a cassette
 /// (a caller's mistake, never reached from the CLI).
 pub struct NoServer;
