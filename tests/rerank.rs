@@ -514,3 +514,74 @@ async fn a_reranker_answering_garbage_fails_the_run_naming_the_retriever() {
         "{text}"
     );
 }
+
+/// `validate`'s findings about a retriever's `rerank:` (code, line text at the span).
+fn findings(rerank_yaml: &str) -> Vec<(String, String, String)> {
+    let text = format!(
+        "version: 1\nname: r\nstate:\n  schema:\n    type: object\n    properties:\n      question: {{type: string}}\n      documents: {{type: array}}\nmodels:\n  m: {{provider: scripted}}\nretrievers:\n  docs:\n    kind: bm25\n    corpus: files/corpus\n    top_k: 4\n    rerank:\n{rerank_yaml}\nentry: retrieve\nnodes:\n  retrieve:\n    kind: retrieve\n    retriever: docs\n    query: \"{{{{ question }}}}\"\n    update:\n      documents: output\nedges:\n  retrieve: END\n"
+    );
+    let mut sources = ragloop::spec::source::Sources::new();
+    let opts = ragloop::validate::Options {
+        no_environment: true,
+    };
+    let out = ragloop::validate::validate_str(Path::new("r.yaml"), &text, &mut sources, &opts);
+    out.diagnostics
+        .iter()
+        .filter(|d| d.code.as_str().starts_with("E09"))
+        .map(|d| {
+            let line = d
+                .span
+                .map(|s| {
+                    text.lines()
+                        .nth(s.line as usize - 1)
+                        .unwrap_or("")
+                        .trim()
+                        .to_string()
+                })
+                .unwrap_or_default();
+            (d.code.as_str().to_string(), line, d.message.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn validate_reports_each_rerank_fault_at_its_value_in_the_specs_words() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("      reranker: offlin", "E094", "reranker: offlin", "unknown reranker `offlin`"),
+        ("      reranker: {kind: openai, base_url: \"http://x\"}", "E094", "reranker: {kind: openai", "unknown reranker kind `openai`"),
+        ("      reranker: jina", "E094", "reranker: jina", "write it as a mapping"),
+        ("      candidates: 3\n      reranker: offline", "E095", "candidates: 3", "retrieves 3 candidate(s) but keeps 4: the retriever's `top_k` is 4"),
+        ("      candidates: 8\n      top_k: 9\n      reranker: offline", "E095", "candidates: 8", "`rerank.top_k` is 9"),
+        ("      top_k: 0\n      reranker: offline", "E096", "top_k: 0", "`retrievers.docs.rerank.top_k` is 0; it must be between 1 and 1000"),
+        ("      candidates: 5000\n      reranker: offline", "E096", "candidates: 5000", "between 1 and 1000"),
+        ("      reranker:\n        kind: tei\n        base_url: \"http://127.0.0.1:9\"\n        timeout_secs: 0", "E096", "timeout_secs: 0", "timeout_secs` is 0"),
+        ("      reranker:\n        kind: tei\n        base_url: \"http://127.0.0.1:9\"\n        retries: 11", "E096", "retries: 11", "between 0 and 10"),
+        ("      reranker:\n        kind: tei", "E097", "kind: tei", "needs `base_url`"),
+        ("      reranker:\n        kind: cohere\n        api_key_env: CO_KEY", "E097", "kind: cohere", "needs `model`"),
+        ("      reranker:\n        kind: jina\n        model: m", "E097", "kind: jina", "official API (https://api.jina.ai), which needs a key"),
+        ("      reranker:\n        kind: tei\n        base_url: \"ftp://x\"", "E097", "base_url: \"ftp://x\"", "base_url"),
+        ("      reranker:\n        kind: cohere\n        model: m\n        api_key_env: \"sk-abc 123\"", "E097", "api_key_env", "must name an environment variable"),
+    ];
+    for (yaml, code, at, words) in cases {
+        let f = findings(yaml);
+        assert!(
+            f.iter().all(|(_, _, m)| !m.contains("sk-abc")),
+            "a pasted key is never echoed: {f:?}"
+        );
+        assert!(
+            f.iter()
+                .any(|(c, l, m)| c == code && l.starts_with(at) && m.contains(words)),
+            "{yaml}\n{f:?}"
+        );
+    }
+    // The valid forms: no finding.
+    for ok in [
+        "      reranker: offline",
+        "      candidates: 20\n      top_k: 2\n      reranker: offline",
+        "      reranker: {kind: tei, base_url: \"http://127.0.0.1:8080\"}",
+        "      reranker: {kind: cohere, model: rerank-v3.5, api_key_env: CO_API_KEY}",
+        "      reranker: {kind: jina, model: m, base_url: \"http://127.0.0.1:9\"}",
+    ] {
+        assert_eq!(findings(ok), vec![], "{ok}");
+    }
+}

@@ -146,7 +146,7 @@ pub fn check_rerank(
     match &h.api_key_env {
         Some(v) if !is_var_name(v) => setting(
             Some("api_key_env"),
-            format!("`api_key_env` must name an environment variable, not `{}`", crate::text::escape_line(v)),
+            "`api_key_env` must name an environment variable (letters, digits and `_`); the value is not shown, in case it is the key itself".to_string(),
             "a variable name such as `COHERE_API_KEY` (never the key itself)",
         ),
         None if h.base_url.is_none() && shape.default_base_url().is_some() => setting(
