@@ -102,7 +102,10 @@ async fn each_http_shape_reorders_the_candidates_and_counts_its_usage() {
         let (docs, usage) = counted(r.search("which letter", 2)).await;
         let docs = docs.unwrap();
         assert_eq!(ids(&docs), want, "{kind}");
-        assert_eq!(docs[0].metadata["retrieval_rank"].as_u64().is_some(), true);
+        for d in &docs {
+            let rank = ["a", "b", "c"].iter().position(|x| *x == d.id).unwrap() + 1;
+            assert_eq!(d.metadata["retrieval_rank"], rank, "{kind}");
+        }
         assert_eq!(
             (
                 usage.rerank_calls,

@@ -333,7 +333,7 @@ impl Embedder {
         let Some(layers) = &self.layers else {
             let out = self.post(texts).await?;
             if purpose == Purpose::Query {
-                super::usage::add_embedding(&out);
+                super::usage::add_embedding(out.cached, out.input_tokens);
             }
             return Ok(out);
         };
@@ -347,7 +347,7 @@ impl Embedder {
             })
             .await?;
         if purpose == Purpose::Query {
-            super::usage::add_embedding(&out);
+            super::usage::add_embedding(out.cached, out.input_tokens);
         }
         // Whatever answered (a cassette, a cache entry), the shape is the server's.
         if out.vectors.len() != texts.len() {

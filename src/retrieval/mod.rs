@@ -41,6 +41,7 @@ mod markdown;
 mod options;
 mod progress;
 pub mod rerank;
+mod rerank_error;
 mod retriever;
 mod skips;
 mod sysroot;

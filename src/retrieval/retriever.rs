@@ -23,7 +23,7 @@ pub enum SearchError {
     /// The rerank stage failed: the reranker's call, or an answer that does not give
     /// every candidate one finite score.
     #[error("rerank: {0}")]
-    Rerank(super::RerankError),
+    Rerank(super::rerank_error::RerankError),
 }
 
 /// Answers a query with documents.

@@ -5,8 +5,6 @@
 //! and the HTTP rerankers [`add_embedding`] / [`add_rerank`] to the current count
 //! (nothing happens outside a `counted` scope, e.g. while a dense index is built at
 //! open time: those corpus batches are reported by the build instead).
-use super::embed_calls::Embedded;
-use super::rerank::Reranking;
 use serde::Serialize;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -70,21 +68,22 @@ fn add(f: impl FnOnce(&mut RetrievalUsage)) {
     });
 }
 
-/// Counts one query embedding call.
-pub fn add_embedding(e: &Embedded) {
+/// Counts one query embedding call: answered from a cache or cassette (`cached`),
+/// with the tokens the server reported.
+pub fn add_embedding(cached: bool, tokens: Option<u64>) {
     add(|u| {
         u.embedding_calls += 1;
-        u.embedding_cached += u64::from(e.cached);
-        u.embedding_tokens += e.input_tokens.unwrap_or(0);
+        u.embedding_cached += u64::from(cached);
+        u.embedding_tokens += tokens.unwrap_or(0);
     });
 }
 
-/// Counts one rerank call.
-pub fn add_rerank(r: &Reranking) {
+/// Counts one rerank call: `cached`, Cohere's search units, Jina's tokens.
+pub fn add_rerank(cached: bool, search_units: Option<u64>, tokens: Option<u64>) {
     add(|u| {
         u.rerank_calls += 1;
-        u.rerank_cached += u64::from(r.cached);
-        u.rerank_search_units += r.usage.search_units.unwrap_or(0);
-        u.rerank_tokens += r.usage.tokens.unwrap_or(0);
+        u.rerank_cached += u64::from(cached);
+        u.rerank_search_units += search_units.unwrap_or(0);
+        u.rerank_tokens += tokens.unwrap_or(0);
     });
 }

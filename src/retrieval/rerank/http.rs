@@ -271,7 +271,11 @@ impl Reranker for HttpReranker {
                 }
                 None => self.post(query, &texts).await?,
             };
-            crate::retrieval::usage::add_rerank(&out);
+            crate::retrieval::usage::add_rerank(
+                out.cached,
+                out.usage.search_units,
+                out.usage.tokens,
+            );
             Ok(out.scores)
         })
     }
