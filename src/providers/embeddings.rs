@@ -448,7 +448,8 @@ mod tests {
             ),
             (
                 ok.replace("\"kind\":\"embeddings\"", "\"kind\":\"rerank\""),
-                "missing field `query`",
+                // read as a rerank line: its `config` has no `kind`
+                "missing field `kind`",
             ),
             (ok.replace("\"v\":1", "\"v\":2"), "format version 2"),
             (
