@@ -121,3 +121,61 @@ impl Reranks {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::cassette::Cassette;
+    use std::path::Path;
+
+    fn config() -> RerankConfig {
+        RerankConfig {
+            kind: "tei".into(),
+            model: None,
+            base_url: "http://127.0.0.1:1".into(),
+        }
+    }
+
+    fn line(scores: &str) -> String {
+        let docs = vec!["a".to_string(), "b".to_string()];
+        format!(
+            r#"{{"v":1,"kind":"rerank","seq":0,"key":"{}","config":{},"query":"q","documents":["a","b"],{scores}"cached":false}}"#,
+            rerank_key(&config(), "q", &docs).hex(),
+            serde_json::to_string(&config()).unwrap()
+        )
+    }
+
+    #[test]
+    fn rerank_lines_are_read_by_key_and_malformed_ones_refused() {
+        let docs = vec!["a".to_string(), "b".to_string()];
+        let text = format!("{}\n", line(r#""scores":[0.5,0.25],"usage":{"tokens":3},"#));
+        let c = Cassette::from_bytes(Path::new("c.jsonl"), text.as_bytes()).unwrap();
+        assert_eq!((c.len(), c.rerank_lines()), (1, 1));
+        let got = c.rerank(&rerank_key(&config(), "q", &docs)).unwrap();
+        assert_eq!(got.as_ref().unwrap().0, vec![0.5, 0.25]);
+        assert_eq!(got.as_ref().unwrap().1.tokens, Some(3));
+        assert!(c.rerank(&rerank_key(&config(), "other", &docs)).is_none());
+        assert_ne!(
+            rerank_key(&config(), "q", &docs),
+            rerank_key(&config(), "q", &["b".to_string(), "a".to_string()]),
+            "document order is part of the key"
+        );
+        for (bad, msg) in [
+            (line(""), "neither `scores` nor `error`"),
+            (line(r#""scores":[0.5],"#), "1 score(s) for 2 document(s)"),
+            (line(r#""scores":[0.5,null],"#), "not a cassette exchange"),
+            (
+                line(r#""error":"boom","#).replace("\"v\":1", "\"v\":2"),
+                "format version 2",
+            ),
+        ] {
+            let e = Cassette::from_bytes(Path::new("c.jsonl"), format!("{bad}\n").as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("c.jsonl:1: ") && e.contains(msg),
+                "{msg}: {e}"
+            );
+        }
+    }
+}
