@@ -279,7 +279,22 @@ impl Observer for Verbose {
             r.kind,
             r.duration_us as f64 / 1000.0
         );
-        if let Some(l) = &r.llm {
+        // A retrieve step's stats hold only its retrievers' calls: no LLM part.
+        if let Some(u) = r.llm.as_ref().map(|l| &l.retrieval).filter(|u| !u.is_empty()) {
+            if u.embedding_calls > 0 {
+                line.push_str(&format!(
+                    ", {} embedding call(s) ({} cached), {} tok",
+                    u.embedding_calls, u.embedding_cached, u.embedding_tokens
+                ));
+            }
+            if u.rerank_calls > 0 {
+                line.push_str(&format!(
+                    ", {} rerank call(s) ({} cached)",
+                    u.rerank_calls, u.rerank_cached
+                ));
+            }
+        }
+        if let Some(l) = r.llm.as_ref().filter(|l| l.retrieval.is_empty() || l.calls > 0) {
             line.push_str(&format!(
                 ", {} call(s), {} tok in, {} tok out{}",
                 l.calls,
