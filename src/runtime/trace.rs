@@ -280,7 +280,12 @@ impl Observer for Verbose {
             r.duration_us as f64 / 1000.0
         );
         // A retrieve step's stats hold only its retrievers' calls: no LLM part.
-        if let Some(u) = r.llm.as_ref().map(|l| &l.retrieval).filter(|u| !u.is_empty()) {
+        if let Some(u) = r
+            .llm
+            .as_ref()
+            .map(|l| &l.retrieval)
+            .filter(|u| !u.is_empty())
+        {
             if u.embedding_calls > 0 {
                 line.push_str(&format!(
                     ", {} embedding call(s) ({} cached), {} tok",
@@ -294,7 +299,11 @@ impl Observer for Verbose {
                 ));
             }
         }
-        if let Some(l) = r.llm.as_ref().filter(|l| l.retrieval.is_empty() || l.calls > 0) {
+        if let Some(l) = r
+            .llm
+            .as_ref()
+            .filter(|l| l.retrieval.is_empty() || l.calls > 0)
+        {
             line.push_str(&format!(
                 ", {} call(s), {} tok in, {} tok out{}",
                 l.calls,

@@ -16,8 +16,8 @@
 //! Score = Σ weight × part, each part in 0..1 (page BM25 scaled to the best
 //! candidate's page); [`OfflineWeights`] gives the weights. Deterministic: the same
 //! index and candidates give the same scores; equal scores are ordered by id.
-//! Page statistics are computed once per index, at the first rerank (a pass over the
-//! stored chunks: about 10 ms release for the Rust book's 1304).
+//! Page statistics and every chunk's terms are computed once per index, at the first
+//! rerank (a pass over the stored chunks), so a search only looks them up.
 use super::{RerankError, Reranker};
 use crate::retrieval::{Document, Index};
 use futures::future::BoxFuture;
@@ -64,6 +64,8 @@ struct Pages {
     pages: HashMap<String, Page>,
     df: HashMap<String, u32>,
     avg_len: f64,
+    /// Per chunk id: its content's terms in order, and its title and heading terms.
+    chunks: HashMap<String, (Vec<String>, HashSet<String>)>,
 }
 
 /// The offline reranker of one index.
@@ -142,9 +144,16 @@ impl OfflineReranker {
                 } else {
                     0.0
                 };
-                let tokens = self.index.tokens(&d.content);
-                let prox = proximity(&tokens, &q, &idf) / total;
-                let head = heading_share(&self.index, d, &q, &idf) / total;
+                let (prox, head) = match pages.chunks.get(&d.id) {
+                    Some((tokens, heads)) => {
+                        (proximity(tokens, &q, &idf), heading_share(heads, &q, &idf))
+                    }
+                    None => (
+                        proximity(&self.index.tokens(&d.content), &q, &idf),
+                        heading_share(&heading_terms(&self.index, d), &q, &idf),
+                    ),
+                };
+                let (prox, head) = (prox / total, head / total);
                 w.retrieval * r + w.page * page + w.proximity * prox + w.heading * head
             })
             .collect())
@@ -219,7 +228,8 @@ fn proximity(tokens: &[String], q: &[String], idf: &[f64]) -> f64 {
     best
 }
 
-fn heading_share(index: &Index, d: &Document, q: &[String], idf: &[f64]) -> f64 {
+/// The terms of a chunk's title and heading path.
+fn heading_terms(index: &Index, d: &Document) -> HashSet<String> {
     let mut text = String::new();
     if let Some(t) = d.metadata.get("title").and_then(|v| v.as_str()) {
         text.push_str(t);
@@ -230,7 +240,10 @@ fn heading_share(index: &Index, d: &Document, q: &[String], idf: &[f64]) -> f64 
             text.push_str(h);
         }
     }
-    let terms: HashSet<String> = index.tokens(&text).into_iter().collect();
+    index.tokens(&text).into_iter().collect()
+}
+
+fn heading_share(terms: &HashSet<String>, q: &[String], idf: &[f64]) -> f64 {
     q.iter()
         .zip(idf)
         .filter(|(t, _)| terms.contains(*t))
@@ -241,11 +254,15 @@ fn heading_share(index: &Index, d: &Document, q: &[String], idf: &[f64]) -> f64 
 /// Per page: the chunks in order, overlaps counted once (by `byte_range`).
 fn build_pages(index: &Index) -> Result<Pages, String> {
     let docs = index.documents().map_err(|e| e.to_string())?;
+    let mut out = Pages::default();
     let mut by_page: HashMap<String, Vec<&Document>> = HashMap::new();
     for d in &docs {
+        out.chunks.insert(
+            d.id.clone(),
+            (index.tokens(&d.content), heading_terms(index, d)),
+        );
         by_page.entry(source_of(d).to_string()).or_default().push(d);
     }
-    let mut out = Pages::default();
     let mut total_len = 0u64;
     for (source, mut chunks) in by_page {
         let ordinal = |d: &Document| d.metadata.get("chunk_index").and_then(|v| v.as_u64());
