@@ -51,21 +51,46 @@ impl Default for OfflineWeights {
     }
 }
 
+/// A term of the index's vocabulary, by number (the statistics hold numbers, not
+/// strings, so their size stays a few bytes per term occurrence).
+type Term = u32;
+
+/// A chunk term outside the vocabulary (never a query term's number).
+const UNKNOWN: Term = Term::MAX;
+
+/// Chunk terms kept for the searches (beyond, a search tokenizes its candidates):
+/// 4 bytes each, so at most 32 MB; the Rust book has about 0.3 M.
+pub const MAX_KEPT_TERMS: usize = 8 << 20;
+
 /// Term statistics of one page.
 #[derive(Debug, Default)]
 struct Page {
-    tf: HashMap<String, u32>,
+    tf: HashMap<Term, u32>,
     len: u32,
 }
 
 /// Page-level statistics of an index.
 #[derive(Debug, Default)]
 struct Pages {
+    vocab: HashMap<String, Term>,
     pages: HashMap<String, Page>,
-    df: HashMap<String, u32>,
+    /// Pages containing each term, by term number.
+    df: Vec<u32>,
     avg_len: f64,
-    /// Per chunk id: its content's terms in order, and its title and heading terms.
-    chunks: HashMap<String, (Vec<String>, HashSet<String>)>,
+    /// Per chunk id: its content's terms in order, and its title and heading terms
+    /// (empty when the corpus has more than [`MAX_KEPT_TERMS`]).
+    chunks: HashMap<String, (Vec<Term>, HashSet<Term>)>,
+}
+
+impl Pages {
+    fn term(&mut self, t: String) -> Term {
+        let next = self.vocab.len() as Term;
+        *self.vocab.entry(t).or_insert(next)
+    }
+
+    fn known(&self, t: &str) -> Term {
+        self.vocab.get(t).copied().unwrap_or(UNKNOWN)
+    }
 }
 
 /// The offline reranker of one index.
@@ -107,12 +132,14 @@ impl OfflineReranker {
     pub fn scores(&self, query: &str, docs: &[Document]) -> Result<Vec<f64>, RerankError> {
         let pages = self.pages()?;
         let n_pages = pages.pages.len().max(1) as f64;
-        let mut q = self.index.analyze(query);
-        q.truncate(crate::retrieval::index::MAX_QUERY_TERMS);
+        let mut words = self.index.analyze(query);
+        words.truncate(crate::retrieval::index::MAX_QUERY_TERMS);
+        // A query word the corpus lacks has no number: it matches nothing.
+        let q: Vec<Option<Term>> = words.iter().map(|t| pages.vocab.get(t).copied()).collect();
         let idf: Vec<f64> = q
             .iter()
             .map(|t| {
-                let df = f64::from(pages.df.get(t).copied().unwrap_or(0));
+                let df = t.map_or(0.0, |t| f64::from(pages.df[t as usize]));
                 (1.0 + (n_pages - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
@@ -148,10 +175,22 @@ impl OfflineReranker {
                     Some((tokens, heads)) => {
                         (proximity(tokens, &q, &idf), heading_share(heads, &q, &idf))
                     }
-                    None => (
-                        proximity(&self.index.tokens(&d.content), &q, &idf),
-                        heading_share(&heading_terms(&self.index, d), &q, &idf),
-                    ),
+                    None => {
+                        let tokens: Vec<Term> = self
+                            .index
+                            .tokens(&d.content)
+                            .iter()
+                            .map(|t| pages.known(t))
+                            .collect();
+                        let heads: HashSet<Term> = heading_terms(&self.index, d)
+                            .iter()
+                            .map(|t| pages.known(t))
+                            .collect();
+                        (
+                            proximity(&tokens, &q, &idf),
+                            heading_share(&heads, &q, &idf),
+                        )
+                    }
                 };
                 let (prox, head) = (prox / total, head / total);
                 w.retrieval * r + w.page * page + w.proximity * prox + w.heading * head
@@ -186,24 +225,24 @@ fn retrieval_part(docs: &[Document]) -> Vec<f64> {
     }
 }
 
-fn page_bm25(p: &Page, q: &[String], idf: &[f64], avg_len: f64) -> f64 {
+fn page_bm25(p: &Page, q: &[Option<Term>], idf: &[f64], avg_len: f64) -> f64 {
     const K1: f64 = 1.2;
     const B: f64 = 0.75;
     let norm = 1.0 - B + B * f64::from(p.len) / avg_len.max(1.0);
     q.iter()
         .zip(idf)
         .map(|(t, w)| {
-            let tf = f64::from(p.tf.get(t).copied().unwrap_or(0));
+            let tf = f64::from(t.and_then(|t| p.tf.get(&t).copied()).unwrap_or(0));
             w * tf * (K1 + 1.0) / (tf + K1 * norm)
         })
         .sum()
 }
 
 /// The largest IDF sum of distinct query terms within [`WINDOW`] consecutive tokens.
-fn proximity(tokens: &[String], q: &[String], idf: &[f64]) -> f64 {
+fn proximity(tokens: &[Term], q: &[Option<Term>], idf: &[f64]) -> f64 {
     let pos: Vec<Option<usize>> = tokens
         .iter()
-        .map(|t| q.iter().position(|x| x == t))
+        .map(|t| q.iter().position(|x| *x == Some(*t)))
         .collect();
     let mut count = vec![0usize; q.len()];
     let mut sum = 0.0;
@@ -229,7 +268,7 @@ fn proximity(tokens: &[String], q: &[String], idf: &[f64]) -> f64 {
 }
 
 /// The terms of a chunk's title and heading path.
-fn heading_terms(index: &Index, d: &Document) -> HashSet<String> {
+fn heading_terms(index: &Index, d: &Document) -> Vec<String> {
     let mut text = String::new();
     if let Some(t) = d.metadata.get("title").and_then(|v| v.as_str()) {
         text.push_str(t);
@@ -240,30 +279,45 @@ fn heading_terms(index: &Index, d: &Document) -> HashSet<String> {
             text.push_str(h);
         }
     }
-    index.tokens(&text).into_iter().collect()
+    index.tokens(&text)
 }
 
-fn heading_share(terms: &HashSet<String>, q: &[String], idf: &[f64]) -> f64 {
+fn heading_share(terms: &HashSet<Term>, q: &[Option<Term>], idf: &[f64]) -> f64 {
     q.iter()
         .zip(idf)
-        .filter(|(t, _)| terms.contains(*t))
+        .filter(|(t, _)| t.is_some_and(|t| terms.contains(&t)))
         .map(|(_, w)| w)
         .sum()
 }
 
-/// Per page: the chunks in order, overlaps counted once (by `byte_range`).
+/// Per page: the chunks in order, overlaps counted once (by `byte_range`); per
+/// chunk, its terms (while they fit in [`MAX_KEPT_TERMS`]).
 fn build_pages(index: &Index) -> Result<Pages, String> {
     let docs = index.documents().map_err(|e| e.to_string())?;
     let mut out = Pages::default();
+    let mut kept = 0usize;
     let mut by_page: HashMap<String, Vec<&Document>> = HashMap::new();
     for d in &docs {
-        out.chunks.insert(
-            d.id.clone(),
-            (index.tokens(&d.content), heading_terms(index, d)),
-        );
         by_page.entry(source_of(d).to_string()).or_default().push(d);
+        if kept <= MAX_KEPT_TERMS {
+            let tokens: Vec<Term> = index
+                .tokens(&d.content)
+                .into_iter()
+                .map(|t| out.term(t))
+                .collect();
+            let heads: HashSet<Term> = heading_terms(index, d)
+                .into_iter()
+                .map(|t| out.term(t))
+                .collect();
+            kept += tokens.len() + heads.len();
+            out.chunks.insert(d.id.clone(), (tokens, heads));
+        }
+    }
+    if kept > MAX_KEPT_TERMS {
+        out.chunks = HashMap::new();
     }
     let mut total_len = 0u64;
+    let mut pages: Vec<(String, Page)> = Vec::with_capacity(by_page.len());
     for (source, mut chunks) in by_page {
         let ordinal = |d: &Document| d.metadata.get("chunk_index").and_then(|v| v.as_u64());
         chunks.sort_by_key(|d| (ordinal(d), d.id.clone()));
@@ -292,17 +346,22 @@ fn build_pages(index: &Index) -> Result<Pages, String> {
                 None => d.content.as_str(),
             };
             for t in index.tokens(text) {
+                let t = out.term(t);
                 *page.tf.entry(t).or_insert(0) += 1;
                 page.len += 1;
             }
         }
-        for t in page.tf.keys() {
-            *out.df.entry(t.clone()).or_insert(0) += 1;
-        }
         total_len += u64::from(page.len);
-        out.pages.insert(source, page);
+        pages.push((source, page));
     }
-    out.avg_len = total_len as f64 / out.pages.len().max(1) as f64;
+    out.df = vec![0; out.vocab.len()];
+    for (_, page) in &pages {
+        for t in page.tf.keys() {
+            out.df[*t as usize] += 1;
+        }
+    }
+    out.avg_len = total_len as f64 / pages.len().max(1) as f64;
+    out.pages = pages.into_iter().collect();
     Ok(out)
 }
 
@@ -326,8 +385,13 @@ mod tests {
 
     #[test]
     fn proximity_takes_the_closest_window() {
-        let t = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        let q = t("a b");
+        // Terms by number: a = 0, b = 1, x = 2, y = 3.
+        let t = |s: &str| {
+            s.split(' ')
+                .map(|w| ["a", "b", "x", "y"].iter().position(|x| *x == w).unwrap() as Term)
+                .collect::<Vec<_>>()
+        };
+        let q = vec![Some(0), Some(1)];
         let idf = [1.0, 2.0];
         assert_eq!(proximity(&t("a x b"), &q, &idf), 3.0);
         let far = format!("a {} b", vec!["x"; WINDOW].join(" "));
