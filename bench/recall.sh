@@ -2,7 +2,8 @@
 # Single-shot retrieval quality per question kind over ../shared/datasets/rust-book-qa.jsonl
 # (hit@1, hit@4, all@4, recall@10; Markdown table on stdout), next to issue 13's targets
 # and a plain rank_bm25 baseline (bench/bm25_baseline.py) computed in the same run.
-# Two tables: the defaults, then max_per_source: 2. Extra arguments go to the example
+# Three tables: the defaults, max_per_source: 2, and the rerank stage (rerank: offline over
+# 12 candidates, with max_per_source: 1). Extra arguments go to the example
 # (both runs), e.g. --no-hygiene --force --heading-weight 0 --weights 0.5,0.8.
 # RAGLOOP_QA=FILE picks another dataset; RANK_BM25_WHEEL=FILE.whl a rank_bm25 wheel to
 # put on PYTHONPATH when the module is not installed (default /tmp/x/rank_bm25-0.2.2-…).
@@ -28,3 +29,6 @@ cargo run ${RECALL_PROFILE:---release} --quiet --example recall -- "$@"
 echo
 echo "### max_per_source: 2"
 cargo run ${RECALL_PROFILE:---release} --quiet --example recall -- --max-per-source 2 "$@"
+echo
+echo "### rerank: {candidates: 12, reranker: offline}, max_per_source: 1"
+cargo run ${RECALL_PROFILE:---release} --quiet --example recall -- --rerank offline --candidates 12 --max-per-source 1 "$@"

@@ -22,9 +22,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use ragloop::retrieval::rerank::{order, OfflineReranker, OfflineWeights};
 use ragloop::retrieval::{
     resolve_corpus, ChunkSizes, Diversity, FieldWeights, Index, IndexOptions,
 };
+use std::sync::Arc;
 
 /// Issue 13's single-shot targets: hit@1, hit@4 (answerable), all@4 (multi-hop).
 const TARGET_HIT1: f64 = 0.90;
@@ -46,6 +48,8 @@ struct Args {
     weights: FieldWeights,
     chunk: Option<ChunkSizes>,
     heading_weight: Option<u32>,
+    rerank: Option<OfflineWeights>,
+    candidates: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -67,6 +71,8 @@ fn parse_args() -> Result<Args, String> {
         weights: FieldWeights::default(),
         chunk: None,
         heading_weight: None,
+        rerank: None,
+        candidates: 12,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -112,6 +118,28 @@ fn parse_args() -> Result<Args, String> {
             "--mmr" => {
                 let v = value()?;
                 args.mmr = Some(v.parse().map_err(|_| format!("--mmr {v:?}"))?);
+            }
+            "--rerank" => {
+                let v = value()?;
+                args.rerank = Some(match v.as_str() {
+                    "offline" => OfflineWeights::default(),
+                    w => {
+                        let w: Vec<f64> = w.split(',').filter_map(|x| x.parse().ok()).collect();
+                        let [retrieval, page, proximity, heading] = w[..] else {
+                            return Err(format!("--rerank offline|R,P,X,H, not {v:?}"));
+                        };
+                        OfflineWeights {
+                            retrieval,
+                            page,
+                            proximity,
+                            heading,
+                        }
+                    }
+                })
+            }
+            "--candidates" => {
+                let v = value()?;
+                args.candidates = v.parse().map_err(|_| format!("--candidates {v:?}"))?;
             }
             "--no-hygiene" => args.hygiene = Some(false),
             "--hygiene" => args.hygiene = Some(true),
@@ -244,10 +272,23 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("reading {}: {e}", args.dataset.display()))?;
     let mut by_kind: BTreeMap<String, Sums> = BTreeMap::new();
     let mut latencies = Vec::new();
+    let index = Arc::new(index);
+    let reranker = args
+        .rerank
+        .map(|w| OfflineReranker::with_weights(Arc::clone(&index), w));
     let search = |q: &str, k: usize| -> Result<Vec<String>, Box<dyn std::error::Error>> {
-        let hits = index.search_with(q, diversity.fetch(k), &args.weights)?;
-        Ok(diversity
-            .apply(hits, k)
+        let n = if reranker.is_some() {
+            args.candidates.max(k)
+        } else {
+            k
+        };
+        let hits = index.search_with(q, diversity.fetch(n), &args.weights)?;
+        let mut hits = diversity.apply(hits, n);
+        if let Some(r) = &reranker {
+            let scores = r.scores(q, &hits)?;
+            hits = order(hits, &scores, k);
+        }
+        Ok(hits
             .iter()
             .map(|d| {
                 format!(

@@ -38,6 +38,7 @@ mod providers_anthropic;
 mod providers_cli;
 mod providers_openai;
 mod redirects;
+mod rerank;
 mod retries_cli;
 mod retrieval;
 mod retrieval_cli;

@@ -243,6 +243,23 @@ codes! {
     /// An `imports:` entry lists a node, model, retriever or tool that the imported
     /// spec does not define (after its own imports); the help lists what it defines.
     ImportUnknown = "E093", "imported name not defined there";
+    /// A retriever's `rerank.reranker` names no reranker: the built-in one is
+    /// `offline`; an HTTP reranker is a mapping whose `kind` is `tei`, `cohere` or
+    /// `jina`. The help lists them.
+    UnknownReranker = "E094", "unknown reranker";
+    /// A rerank stage keeps more documents than it retrieves: `rerank.candidates` is
+    /// below `rerank.top_k` (or, without it, the retriever's `top_k`). The reranker
+    /// only orders the candidates, so raise `candidates` or lower `top_k`.
+    RerankCandidates = "E095", "rerank candidates fewer than top_k";
+    /// A number of a rerank stage or an HTTP reranker is out of range:
+    /// `candidates` and `top_k` between 1 and 1000, `timeout_secs` a positive number
+    /// of seconds (at most a day), `retries` between 0 and 10.
+    RerankNumber = "E096", "rerank number out of range";
+    /// An HTTP reranker misses what it needs to be called: `base_url` for `tei` (no
+    /// default server), `model` for `cohere` and `jina`, `api_key_env` for the
+    /// official Cohere and Jina hosts; or its `base_url` is not an absolute http(s)
+    /// URL, or `api_key_env` is not a variable name.
+    RerankerSetting = "E097", "HTTP reranker setting missing or invalid";
 
     /// A branch arm after an always-true predicate can never be taken; remove it or
     /// fix the predicate before it.

@@ -65,6 +65,14 @@
 //! whatever batches the recording made. A cassette with LLM lines only (every
 //! cassette written before embeddings were recorded) loads and replays as before.
 //!
+//! # Rerank lines
+//!
+//! The HTTP rerank calls of a retriever's rerank stage are `"kind": "rerank"` lines
+//! ([`RerankLine`], written by `super::reranks::RecordingReranks`): `config` (shape,
+//! model, base URL), `query`, `documents`, `scores` (one per document, absent when
+//! the call failed: `error`), `usage`, `cached`; `key` is [`rerank_key`]. Replay
+//! answers a call by its key ([`Cassette::rerank`]).
+//!
 //! No API key is ever written: the configuration holds no `api_key_env` and no
 //! header; provider error messages are redacted by the providers.
 //!
@@ -74,10 +82,13 @@
 //! [`Cassette::load`] reads a cassette into a hash map from key to the recorded answers.
 mod embedding;
 mod reader;
+mod rerank;
 
 pub(crate) use embedding::EmbedLineOut;
 pub use embedding::{EmbedLine, EMBEDDINGS};
 pub use reader::{Cassette, CassetteError, Exchange, RecordedVector};
+pub(crate) use rerank::RerankLineOut;
+pub use rerank::{rerank_key, RecordedRerank, RerankLine, RERANK};
 
 use super::cache::{KeyConfig, KeyMaker};
 use super::{LlmRequest, LlmResponse, Message, Provider, ProviderError, Usage};

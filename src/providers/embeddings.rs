@@ -71,6 +71,13 @@ impl EmbedCalls for EmbedLayers {
         }
         b
     }
+
+    fn layer_rerank(
+        &self,
+        live: Option<Arc<dyn crate::retrieval::rerank::RerankBackend>>,
+    ) -> Arc<dyn crate::retrieval::rerank::RerankBackend> {
+        super::reranks::layer(self, live)
+    }
 }
 
 /// Answers nothing: an embedder layered for replay with no cassette (a caller's
@@ -438,8 +445,13 @@ mod tests {
                 "neither `vectors` nor `error`",
             ),
             (
+                ok.replace("\"kind\":\"embeddings\"", "\"kind\":\"bogus\""),
+                "unknown line kind `bogus`",
+            ),
+            (
                 ok.replace("\"kind\":\"embeddings\"", "\"kind\":\"rerank\""),
-                "unknown line kind `rerank`",
+                // read as a rerank line: its `config` has no `kind`
+                "missing field `kind`",
             ),
             (ok.replace("\"v\":1", "\"v\":2"), "format version 2"),
             (

@@ -84,6 +84,7 @@ pub fn missing(spec: &Spec, scope: &KeyScope<'_>) -> Vec<String> {
                 .filter(|(name, _)| !scope.given.contains(&name.as_str()))
                 .filter_map(|(name, m)| api_key(name, m).err().map(|e| e.to_string())),
         );
+        out.extend(crate::retrieval::rerank::missing_keys(spec));
     }
     if !scope.live_calls {
         return out;

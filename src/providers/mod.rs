@@ -16,6 +16,7 @@ pub mod offline;
 pub mod openai;
 pub mod registry;
 pub mod replay;
+pub mod reranks;
 pub mod retry;
 pub mod scripted;
 

@@ -331,7 +331,11 @@ impl Embedder {
             return Ok(Embedded::default());
         }
         let Some(layers) = &self.layers else {
-            return self.post(texts).await;
+            let out = self.post(texts).await?;
+            if purpose == Purpose::Query {
+                super::usage::add_embedding(out.cached, out.input_tokens);
+            }
+            return Ok(out);
         };
         let config = self.config();
         let out = layers
@@ -342,6 +346,9 @@ impl Embedder {
                 purpose,
             })
             .await?;
+        if purpose == Purpose::Query {
+            super::usage::add_embedding(out.cached, out.input_tokens);
+        }
         // Whatever answered (a cassette, a cache entry), the shape is the server's.
         if out.vectors.len() != texts.len() {
             return Err(self.fail(&format!(

@@ -122,4 +122,18 @@ pub trait EmbedCalls: Send + Sync {
     /// [`EmbedCalls::replaying`]). Each call names its model and configuration
     /// ([`EmbedRequest`]), so one stack may serve several models.
     fn layer(&self, live: Option<Arc<dyn EmbedBackend>>) -> Arc<dyn EmbedBackend>;
+
+    /// The same layers in front of an HTTP reranker (`live`; `None` when
+    /// [`EmbedCalls::replaying`]): rerank calls share the cache, the cassette and
+    /// replay with embedding calls. The default passes calls straight to `live`
+    /// (and fails them when there is none).
+    fn layer_rerank(
+        &self,
+        live: Option<Arc<dyn super::rerank::RerankBackend>>,
+    ) -> Arc<dyn super::rerank::RerankBackend> {
+        match live {
+            Some(l) => l,
+            None => Arc::new(super::rerank::NoServer),
+        }
+    }
 }

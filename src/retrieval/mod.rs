@@ -40,9 +40,12 @@ mod loader;
 mod markdown;
 mod options;
 mod progress;
+pub mod rerank;
+mod rerank_error;
 mod retriever;
 mod skips;
 mod sysroot;
+pub mod usage;
 mod vectors;
 pub mod web;
 
@@ -63,8 +66,10 @@ pub use index::{FieldWeights, Index, FORMAT_VERSION};
 pub use ingest::{LoadedCorpus, LoadedFile};
 pub use loader::load_corpus;
 pub use options::{BuildReport, IndexOptions};
+pub use rerank::{OfflineReranker, RerankError, Reranked, Reranker};
 pub use retriever::{Retriever, ScriptedRetriever, SearchError, SearchFuture};
 pub use skips::{SkipReason, SkippedFile, Skips};
+pub use usage::RetrievalUsage;
 
 use crate::diag::{Code, Diagnostic};
 use crate::spec::types::{ModelSpec, RetrieverSpec, ToolSpec, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS};
@@ -141,7 +146,47 @@ pub fn open_retriever(
     if !diversity.is_identity() {
         opened.retriever = Arc::new(Diversified::new(opened.retriever, diversity));
     }
+    if let Some(r) = spec.rerank() {
+        let reranker = open_reranker(name, &r.reranker, &opened.index, ctx)?;
+        let candidates = r.fetched(spec.own_top_k()) as usize;
+        opened.retriever = Arc::new(Reranked::new(opened.retriever, reranker, candidates));
+    }
     Ok(opened)
+}
+
+/// The reranker of retriever `name`'s rerank stage: `offline` over its index, or an
+/// HTTP reranker whose calls go through `ctx.embed_calls` (cache, record, replay;
+/// replaying reads no key).
+///
+/// # Errors
+/// A message naming the retriever: an unknown reranker, an HTTP reranker without its
+/// settings or key.
+fn open_reranker(
+    name: &str,
+    spec: &crate::spec::retriever::RerankerSpec,
+    index: &Arc<Index>,
+    ctx: &OpenContext<'_>,
+) -> Result<Arc<dyn Reranker>, String> {
+    use crate::spec::retriever::RerankerSpec;
+    let at = |e: String| format!("retriever `{name}`: {e}");
+    Ok(match spec {
+        RerankerSpec::Name(n) if n == "offline" => {
+            Arc::new(OfflineReranker::new(Arc::clone(index)))
+        }
+        RerankerSpec::Name(n) => return Err(at(format!("unknown reranker `{n}`"))),
+        RerankerSpec::Http(h) => {
+            let replaying = ctx.embed_calls.is_some_and(|c| c.replaying());
+            let client = rerank::HttpReranker::new(h, replaying).map_err(at)?;
+            match ctx.embed_calls {
+                Some(calls) => {
+                    let live: Option<Arc<dyn rerank::RerankBackend>> =
+                        (!replaying).then(|| Arc::new(client.clone()) as _);
+                    Arc::new(client.with_layers(calls.layer_rerank(live)))
+                }
+                None => Arc::new(client),
+            }
+        }
+    })
 }
 
 /// Opens tool `name`: a `corpus` tool is a BM25 index (never replaced by
@@ -217,6 +262,7 @@ pub fn check_retriever(
     if let RetrieverSpec::Hybrid(o) = spec {
         ranges.push(("rrf_k", o.rrf_k, 0, 100_000));
     }
+    rerank::check_rerank(ls, name, spec, diags);
     if let Some(v) = spec.mmr().filter(|v| !(0.0..=1.0).contains(v)) {
         diags.push(
             Diagnostic::new(

@@ -20,6 +20,10 @@ pub enum SearchError {
     /// search, a scripted list run out); it names the backend.
     #[error("{0}")]
     Backend(String),
+    /// The rerank stage failed: the reranker's call, or an answer that does not give
+    /// every candidate one finite score.
+    #[error("rerank: {0}")]
+    Rerank(super::rerank_error::RerankError),
 }
 
 /// Answers a query with documents.

@@ -79,6 +79,13 @@ pub struct RunUsage {
     /// usage); absent from JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
+    /// The retrievers' calls (query embeddings, HTTP rerank calls) summed over the
+    /// steps; absent from JSON when none.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::retrieval::RetrievalUsage::is_empty"
+    )]
+    pub retrieval: crate::retrieval::RetrievalUsage,
 }
 
 impl RunUsage {
@@ -95,6 +102,22 @@ impl RunUsage {
         if self.estimated {
             s.push_str(" (token counts partly estimated)");
         }
+        let r = &self.retrieval;
+        if r.embedding_calls > 0 {
+            s.push_str(&format!(
+                "; {} embedding call(s), {} tokens",
+                r.embedding_calls, r.embedding_tokens
+            ));
+        }
+        if r.rerank_calls > 0 {
+            s.push_str(&format!("; {} rerank call(s)", r.rerank_calls));
+            if r.rerank_search_units > 0 {
+                s.push_str(&format!(", {} search unit(s)", r.rerank_search_units));
+            }
+            if r.rerank_tokens > 0 {
+                s.push_str(&format!(", {} tokens", r.rerank_tokens));
+            }
+        }
         s
     }
 }
@@ -107,6 +130,7 @@ impl std::ops::AddAssign<&trace::LlmStats> for RunUsage {
         self.tokens += s.tokens;
         self.saved_usd += s.saved_usd;
         self.estimated |= s.usage_estimated;
+        self.retrieval += &s.retrieval;
     }
 }
 

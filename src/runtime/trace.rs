@@ -79,6 +79,10 @@ pub struct LlmStats {
     /// (`concurrency`, `requests_per_minute`), in ms; absent when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub limit_wait_ms: f64,
+    /// The retriever calls of a `retrieve` step: query embeddings and HTTP rerank
+    /// calls (`crate::retrieval::RetrievalUsage`); absent from JSON when none.
+    #[serde(skip_serializing_if = "crate::retrieval::RetrievalUsage::is_empty")]
+    pub retrieval: crate::retrieval::RetrievalUsage,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -112,6 +116,7 @@ impl std::ops::AddAssign<&LlmStats> for LlmStats {
         self.latency_ms += o.latency_ms;
         self.usage_estimated |= o.usage_estimated;
         self.limit_wait_ms += o.limit_wait_ms;
+        self.retrieval += &o.retrieval;
     }
 }
 
@@ -274,7 +279,31 @@ impl Observer for Verbose {
             r.kind,
             r.duration_us as f64 / 1000.0
         );
-        if let Some(l) = &r.llm {
+        // A retrieve step's stats hold only its retrievers' calls: no LLM part.
+        if let Some(u) = r
+            .llm
+            .as_ref()
+            .map(|l| &l.retrieval)
+            .filter(|u| !u.is_empty())
+        {
+            if u.embedding_calls > 0 {
+                line.push_str(&format!(
+                    ", {} embedding call(s) ({} cached), {} tok",
+                    u.embedding_calls, u.embedding_cached, u.embedding_tokens
+                ));
+            }
+            if u.rerank_calls > 0 {
+                line.push_str(&format!(
+                    ", {} rerank call(s) ({} cached)",
+                    u.rerank_calls, u.rerank_cached
+                ));
+            }
+        }
+        if let Some(l) = r
+            .llm
+            .as_ref()
+            .filter(|l| l.retrieval.is_empty() || l.calls > 0)
+        {
             line.push_str(&format!(
                 ", {} call(s), {} tok in, {} tok out{}",
                 l.calls,

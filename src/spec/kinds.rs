@@ -210,7 +210,8 @@ mod tests {
                 "include",
                 "hygiene",
                 "max_per_source",
-                "mmr"
+                "mmr",
+                "rerank"
             ]
         );
         assert!(kinds[2].fields.contains(&"rrf_k"));

@@ -54,6 +54,11 @@ pub struct Bm25Options {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1))]
     pub mmr: Option<f64>,
+    /// A rerank stage after the search: `candidates` documents are retrieved, the
+    /// reranker orders them, and the best `top_k` are returned (docs/retrieval.md).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<RerankSpec>,
 }
 
 /// Options of a `dense` retriever.
@@ -92,6 +97,11 @@ pub struct DenseOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1))]
     pub mmr: Option<f64>,
+    /// A rerank stage after the search: `candidates` documents are retrieved, the
+    /// reranker orders them, and the best `top_k` are returned (docs/retrieval.md).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<RerankSpec>,
     /// Required: the embedding model, a key of `models` with `provider: openai` and
     /// `model` set (e.g. `text-embedding-3-small`). Its `base_url`, `api_key_env`,
     /// `timeout_secs` and `retries` apply to the `/v1/embeddings` calls.
@@ -145,6 +155,11 @@ pub struct HybridOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1))]
     pub mmr: Option<f64>,
+    /// A rerank stage after the search: `candidates` documents are retrieved, the
+    /// reranker orders them, and the best `top_k` are returned (docs/retrieval.md).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<RerankSpec>,
     /// Required: the embedding model, a key of `models` with `provider: openai` and
     /// `model` set (e.g. `text-embedding-3-small`). Its `base_url`, `api_key_env`,
     /// `timeout_secs` and `retries` apply to the `/v1/embeddings` calls.
@@ -209,8 +224,15 @@ impl RetrieverSpec {
         }
     }
 
-    /// Documents returned per query.
+    /// Documents returned per query: the rerank stage's `top_k` when it sets one,
+    /// else the retriever's.
     pub fn top_k(&self) -> u32 {
+        let own = self.own_top_k();
+        self.rerank().map_or(own, |r| r.kept(own))
+    }
+
+    /// The retriever's own `top_k` as written (or its default).
+    pub fn own_top_k(&self) -> u32 {
         match self {
             RetrieverSpec::Bm25(o) => o.top_k,
             RetrieverSpec::Dense(o) => o.top_k,
@@ -254,6 +276,15 @@ impl RetrieverSpec {
         }
     }
 
+    /// The rerank stage, when set.
+    pub fn rerank(&self) -> Option<&RerankSpec> {
+        match self {
+            RetrieverSpec::Bm25(o) => o.rerank.as_ref(),
+            RetrieverSpec::Dense(o) => o.rerank.as_ref(),
+            RetrieverSpec::Hybrid(o) => o.rerank.as_ref(),
+        }
+    }
+
     /// `mmr` (λ), when set.
     pub fn mmr(&self) -> Option<f64> {
         match self {
@@ -293,5 +324,118 @@ impl HybridOptions {
             dimensions: self.dimensions,
             batch_size: self.batch_size,
         }
+    }
+}
+
+/// Candidates a rerank stage retrieves when `candidates` is not given (seed 004's
+/// pipeline: retrieve 12, rerank, generate from the best few); never fewer than the
+/// stage's `top_k`.
+pub const DEFAULT_RERANK_CANDIDATES: u32 = 12;
+
+/// The largest `candidates` a rerank stage takes (a reranker reads every candidate).
+pub const MAX_RERANK_CANDIDATES: u32 = 1000;
+
+/// `rerank:` on a retriever: retrieve `candidates`, let `reranker` order them, keep
+/// the best `top_k`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RerankSpec {
+    /// Documents retrieved and handed to the reranker (default 12, and at least
+    /// `top_k`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub candidates: Option<u32>,
+    /// Documents kept after reranking (default: the retriever's `top_k`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub top_k: Option<u32>,
+    /// `offline` (a classical reranker over the index: BM25 of the query over each
+    /// candidate's whole page, term proximity and heading matches), or an HTTP
+    /// reranker given inline: `{kind: tei|cohere|jina, base_url, model, ...}`.
+    pub reranker: RerankerSpec,
+}
+
+/// Which reranker a rerank stage uses.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum RerankerSpec {
+    /// A built-in reranker by name: `offline`.
+    Name(String),
+    /// An HTTP reranker.
+    Http(HttpRerankerSpec),
+}
+
+/// The built-in rerankers, by the name a spec gives them.
+pub const RERANKER_NAMES: &[&str] = &["offline"];
+
+/// The API shapes of HTTP rerankers (`kind` of an inline reranker).
+pub const RERANKER_KINDS: &[&str] = &["tei", "cohere", "jina"];
+
+/// An HTTP reranker: Hugging Face text-embeddings-inference (`kind: tei`, `POST
+/// {base_url}/rerank`), Cohere v2 (`kind: cohere`, `POST {base_url}/v2/rerank`) or
+/// Jina (`kind: jina`, `POST {base_url}/v1/rerank`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRerankerSpec {
+    /// `tei`, `cohere` or `jina`: the request and response shape.
+    pub kind: String,
+    /// The server's root, e.g. `http://127.0.0.1:8080` (required for `tei`; `cohere`
+    /// defaults to `https://api.cohere.com`, `jina` to `https://api.jina.ai`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The model as the server knows it (required for `cohere` and `jina`; `tei`
+    /// serves one model and sends none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The environment variable holding the API key, sent as `Authorization: Bearer`
+    /// (required for the official Cohere and Jina hosts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Seconds per attempt (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
+    /// Retries of timeouts, 408, 429 and 5xx (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 10))]
+    pub retries: Option<u32>,
+}
+
+impl<'de> Deserialize<'de> for RerankerSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RerankerSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a reranker name (`offline`) or a mapping with `kind: tei`, `cohere` or `jina`",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RerankerSpec, E> {
+                Ok(RerankerSpec::Name(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RerankerSpec, A::Error> {
+                HttpRerankerSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RerankerSpec::Http)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl RerankSpec {
+    /// The documents kept after reranking, for a retriever whose own `top_k` is
+    /// `retriever_top_k`.
+    pub fn kept(&self, retriever_top_k: u32) -> u32 {
+        self.top_k.unwrap_or(retriever_top_k)
+    }
+
+    /// The candidates retrieved for the reranker: `candidates`, else
+    /// [`DEFAULT_RERANK_CANDIDATES`] and at least the documents kept.
+    pub fn fetched(&self, retriever_top_k: u32) -> u32 {
+        self.candidates
+            .unwrap_or_else(|| DEFAULT_RERANK_CANDIDATES.max(self.kept(retriever_top_k)))
     }
 }

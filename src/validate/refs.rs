@@ -311,7 +311,7 @@ fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
     for (name, r) in &spec.retrievers {
         out_of(
             path(&["retrievers", name, "top_k"]),
-            f64::from(r.top_k()),
+            f64::from(r.own_top_k()),
             1.0,
             Some(1000.0),
         );

@@ -2,6 +2,7 @@
 //! [`Exchange`] (every field of a line, to explain a replay miss). Embedding lines
 //! ([`super::EmbedLine`]) are indexed per text, by the key of a one-text call.
 use super::embedding::{looks_like_embedding, EmbedLine, EMBEDDINGS};
+use super::rerank::{looks_like_rerank, RecordedRerank, RerankLine, Reranks};
 use super::{RecordedError, CASSETTE_VERSION};
 use crate::providers::cache::{embedding_key, KeyConfig, RequestKey};
 use crate::providers::{LlmResponse, Message, ProviderError, Usage};
@@ -124,9 +125,13 @@ struct Embeddings {
 enum Line {
     Llm(LineIn),
     Embed(EmbedLine),
+    Rerank(RerankLine),
 }
 
 fn parse_line(raw: &[u8]) -> Result<Line, serde_json::Error> {
+    if looks_like_rerank(raw) {
+        return serde_json::from_slice::<RerankLine>(raw).map(Line::Rerank);
+    }
     let embed = || serde_json::from_slice::<EmbedLine>(raw).map(Line::Embed);
     let llm = || serde_json::from_slice::<LineIn>(raw).map(Line::Llm);
     if looks_like_embedding(raw) {
@@ -142,6 +147,7 @@ pub struct Cassette {
     path: PathBuf,
     slots: HashMap<RequestKey, Slot>,
     embeddings: Embeddings,
+    reranks: Reranks,
     per_node: HashMap<String, usize>,
     configs: Vec<(String, KeyConfig)>,
     len: usize,
@@ -230,6 +236,7 @@ impl Cassette {
             path: path.to_path_buf(),
             slots: HashMap::new(),
             embeddings: Embeddings::default(),
+            reranks: Reranks::default(),
             per_node: HashMap::new(),
             configs: Vec::new(),
             len: 0,
@@ -255,6 +262,13 @@ impl Cassette {
                 Ok(Line::Llm(l)) => l,
                 Ok(Line::Embed(x)) => {
                     c.embeddings.add(x).map_err(|m| bad(lineno, m))?;
+                    c.len += 1;
+                    continue;
+                }
+                Ok(Line::Rerank(x)) => {
+                    c.reranks
+                        .add(x, CASSETTE_VERSION)
+                        .map_err(|m| bad(lineno, m))?;
                     c.len += 1;
                     continue;
                 }
@@ -334,7 +348,7 @@ impl Cassette {
         &self.path
     }
 
-    /// Number of lines read: LLM exchanges and embedding lines.
+    /// Number of lines read: LLM exchanges, embedding and rerank lines.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -366,6 +380,17 @@ impl Cassette {
             config,
             std::slice::from_ref(&text.to_string()),
         ))
+    }
+
+    /// Rerank lines recorded.
+    pub fn rerank_lines(&self) -> usize {
+        self.reranks.lines
+    }
+
+    /// The recorded answer of a rerank call, by its key
+    /// ([`super::rerank_key`]); `None` when the cassette holds none.
+    pub fn rerank(&self, key: &RequestKey) -> Option<&RecordedRerank> {
+        self.reranks.answers.get(key)
     }
 
     /// The recorded failure of an embedding call, by its key.
@@ -453,7 +478,7 @@ impl Embeddings {
     fn add(&mut self, x: EmbedLine) -> Result<(), String> {
         if x.kind != EMBEDDINGS {
             return Err(format!(
-                "unknown line kind `{}` (this ragloop reads LLM exchanges and `{EMBEDDINGS}`)",
+                "unknown line kind `{}` (this ragloop reads LLM exchanges, `{EMBEDDINGS}` and `rerank`)",
                 x.kind
             ));
         }

@@ -196,6 +196,21 @@ impl Index {
         terms
     }
 
+    /// Every analyzed term of `text`, in order, repeats kept (what the index counts
+    /// as occurrences): the offline reranker's page statistics and term positions.
+    pub fn tokens(&self, text: &str) -> Vec<String> {
+        let mut analyzer = self.analyzer.clone();
+        let mut stream = analyzer.token_stream(text);
+        let mut terms: Vec<String> = Vec::new();
+        while stream.advance() {
+            let t = &stream.token().text;
+            if !t.is_empty() {
+                terms.push(t.clone());
+            }
+        }
+        terms
+    }
+
     /// Number of chunks whose content contains `term`, an already analyzed term (as
     /// returned by [`Index::analyze`]); 0 for an unknown term or if the index cannot be
     /// read. Together with [`Index::num_chunks`] this gives corpus IDF statistics

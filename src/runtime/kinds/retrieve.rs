@@ -93,13 +93,23 @@ impl NodeBody for Retrieve {
                 .retrievers
                 .get(&self.retriever)
                 .ok_or_else(|| plain(StepError::RetrieverNotOpen(self.retriever.clone())))?;
-            let docs = r.search(&q, self.top_k).await.map_err(|e| {
-                plain(StepError::Retriever {
-                    retriever: self.retriever.clone(),
-                    message: e,
-                })
+            let (docs, usage) = crate::retrieval::usage::counted(r.search(&q, self.top_k)).await;
+            let stats = (!usage.is_empty()).then(|| crate::runtime::trace::LlmStats {
+                retrieval: usage,
+                ..Default::default()
+            });
+            let docs = docs.map_err(|e| {
+                (
+                    StepError::Retriever {
+                        retriever: self.retriever.clone(),
+                        message: e,
+                    },
+                    stats,
+                )
             })?;
-            Ok(documents_out(docs, step.node))
+            let mut out = documents_out(docs, step.node);
+            out.llm = stats;
+            Ok(out)
         })
     }
 }
