@@ -14,7 +14,7 @@
 use super::dataset::Item;
 use super::metrics::metric;
 use super::questions::{by_question, question_values, Pairs};
-use super::stats::{bootstrap_ci, mean, quantile, SEED};
+use super::stats::{mean, mean_ci, quantile};
 use super::store::Row;
 use serde::Serialize;
 
@@ -95,7 +95,7 @@ fn over(xs: &[f64]) -> Cell {
     Cell {
         value: mean(xs),
         n: xs.len(),
-        ci: bootstrap_ci(xs, SEED),
+        ci: mean_ci(xs),
     }
 }
 
