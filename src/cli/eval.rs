@@ -143,9 +143,10 @@ fn merge(args: MergeArgs) -> ExitCode {
             print_arms(&o, "ragloop eval merge");
             let _ = writeln!(
                 std::io::stdout(),
-                "merged {} shard(s): {} row(s); reports in {}",
+                "merged {} shard(s): {} row(s), {:.3} s of merge, summary and reports; reports in {}",
                 cfg.dirs.len(),
                 o.resumed_rows,
+                o.report_seconds,
                 cfg.out.display()
             );
             finish(&o, "ragloop eval merge")
@@ -305,10 +306,11 @@ pub fn run(args: EvalArgs) -> ExitCode {
             };
             let _ = writeln!(
                 std::io::stdout(),
-                "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s); reports in {}",
+                "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s), {:.3} s of summary and reports; reports in {}",
                 o.new_rows,
                 o.resumed_rows,
                 o.run_seconds,
+                o.report_seconds,
                 cfg.out.display()
             );
             finish(&o, "ragloop eval")

@@ -109,6 +109,7 @@ fn manifests(dirs: &[PathBuf]) -> Result<Vec<(Manifest, PathBuf)>, EvalError> {
 /// [`EvalError::Usage`] for every refusal of the module docs (nothing written);
 /// [`EvalError::Failed`] / [`EvalError::Store`] when the output cannot be written.
 pub fn merge(cfg: &MergeConfig) -> Result<Outcome, EvalError> {
+    let started = std::time::Instant::now();
     let shards = manifests(&cfg.dirs)?;
     let m = &shards[0].0;
     if cfg.out.exists() && !cfg.out.is_dir() {
@@ -369,6 +370,7 @@ pub fn merge(cfg: &MergeConfig) -> Result<Outcome, EvalError> {
         resumed_rows: report.rows.len(),
         new_rows: 0,
         run_seconds: 0.0,
+        report_seconds: started.elapsed().as_secs_f64(),
         summary,
         warnings,
         report_errors,

@@ -220,6 +220,9 @@ pub struct Outcome {
     /// Wall time of the runs of this invocation (preparation and reports excluded),
     /// seconds.
     pub run_seconds: f64,
+    /// Wall time of the summary and the reports (from the last run's end to the
+    /// reports written; `ragloop eval merge`: reading the shards included), seconds.
+    pub report_seconds: f64,
     /// Failed runs among all rows of the selected variants.
     pub failed_runs: usize,
     /// Warnings to show (a torn line dropped, bad dataset lines).
@@ -851,6 +854,7 @@ pub async fn run_eval_until(
     )
     .await;
     let run_seconds = started.elapsed().as_secs_f64();
+    let report_started = std::time::Instant::now();
     bar.finish_and_clear();
     let new = new.map_err(|e| {
         EvalError::Failed(format!(
@@ -912,6 +916,7 @@ pub async fn run_eval_until(
         .err()
         .unwrap_or_default();
     Ok(Outcome {
+        report_seconds: report_started.elapsed().as_secs_f64(),
         interrupted,
         report_errors,
         summary,
