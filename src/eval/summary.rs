@@ -35,13 +35,16 @@
 //!
 //! Verdicts say how `b` compares with `a`: `better` / `worse` when the difference is
 //! significant at α = 0.05 (McNemar p < 0.05 for binary metrics, the bootstrap 95% CI
-//! of the mean difference excluding 0 for the others) and the metric has a direction;
+//! of the mean difference — closed-form above 2,000 pairs, see [`super::stats`] —
+//! excluding 0 for the others) and the metric has a direction;
 //! `higher` / `lower` for a significant difference on a metric without one; `no
 //! significant difference` otherwise; `insufficient data` when fewer than
 //! [`MIN_PAIRED`](super::stats::MIN_PAIRED) (10) questions are paired.
 use super::dataset::{Item, LineError};
 use super::metrics::{Kind, MetricDef, Question, LATENCY_PERCENTILES, METRICS};
-use super::stats::{mcnemar, mean, mean_ci, paired_ci, quantile, McNemar, ALPHA, MIN_PAIRED};
+use super::stats::{
+    mcnemar, mean, mean_ci, paired_ci, par_map, quantile, McNemar, ALPHA, MIN_PAIRED,
+};
 use super::store::Row;
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -141,18 +144,22 @@ pub use super::questions::{by_question, question_values, Pairs};
 pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
     let mut metrics = IndexMap::new();
     let grouped = by_question(rows);
-    for d in METRICS {
-        let xs: Vec<f64> = question_values(d, &grouped);
+    let values: Vec<Vec<f64>> = METRICS
+        .iter()
+        .map(|d| question_values(d, &grouped))
+        .collect();
+    let cis = if with_ci {
+        par_map(&values, Vec::len, |xs| mean_ci(xs))
+    } else {
+        vec![None; values.len()]
+    };
+    for ((d, xs), ci) in METRICS.iter().zip(&values).zip(cis) {
         metrics.insert(
             d.name.to_string(),
             MetricValue {
-                value: mean(&xs),
+                value: mean(xs),
                 n: xs.len(),
-                ci: if with_ci {
-                    mean_ci(&xs)
-                } else {
-                    None
-                },
+                ci,
             },
         );
     }
@@ -275,7 +282,7 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
         let xs: Vec<f64> = rs.iter().filter_map(|r| (d.value)(r, q)).collect();
         mean(&xs)
     };
-    let metrics = METRICS
+    let sides: Vec<(Vec<f64>, Vec<f64>)> = METRICS
         .iter()
         .map(|d| {
             let mut xa = Vec::new();
@@ -287,9 +294,17 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                     xb.push(vb);
                 }
             }
+            (xa, xb)
+        })
+        .collect();
+    let cis = par_map(&sides, |(xa, _)| xa.len(), |(xa, xb)| paired_ci(xa, xb));
+    let metrics = METRICS
+        .iter()
+        .zip(sides)
+        .zip(cis)
+        .map(|((d, (xa, xb)), ci)| {
             let outcomes = xa.iter().chain(&xb).all(|x| *x == 0.0 || *x == 1.0);
             let diffs: Vec<f64> = xa.iter().zip(&xb).map(|(x, y)| y - x).collect();
-            let ci = paired_ci(&xa, &xb);
             let diff = mean(&diffs);
             let (test, significant) = match d.kind {
                 Kind::Binary if outcomes => {

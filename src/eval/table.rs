@@ -4,7 +4,8 @@
 //!
 //! Columns are read from the metric registry ([`super::metrics::METRICS`]) by name,
 //! so a metric that is not defined or applies to no question is `n/a`, never 0 or
-//! NaN. Every column but the latency percentiles has a bootstrap 95% CI over
+//! NaN. Every column but the latency percentiles has a 95% CI ([`super::stats::mean_ci`]:
+//! the bootstrap, closed-form above 2,000 questions) over
 //! questions (repeats averaged first, see [`super::summary::question_values`]).
 //!
 //! - `tokens/q`: input + output tokens of a question's LLM calls;
