@@ -25,7 +25,7 @@ if [ -z "${RAGLOOP_BIN:-}" ]; then
   nice cargo build --release --quiet
 fi
 BIN=$(realpath "${RAGLOOP_BIN:-target/release/ragloop}")
-W=target/bench-eval40k
+W=$(pwd)/target/bench-eval40k
 rm -rf "$W" && mkdir -p "$W/corpus"
 python3 - "$W" "$N" <<'PY'
 import json, sys, random

@@ -92,7 +92,15 @@ fn ragloop(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 fn eval(dir: &Path, out: &str, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["eval", "spec.yaml", "--dataset", "data.jsonl", "--no-cache", "--out", out];
+    let mut args = vec![
+        "eval",
+        "spec.yaml",
+        "--dataset",
+        "data.jsonl",
+        "--no-cache",
+        "--out",
+        out,
+    ];
     args.extend(extra);
     ragloop(dir, &args)
 }
@@ -141,7 +149,11 @@ fn four_shards_merged_equal_the_unsharded_eval() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mut sizes = Vec::new();
     for i in 1..=4 {
-        let o = eval(d, &format!("s{i}"), &["--repeats", "2", "--shard", &format!("{i}/4")]);
+        let o = eval(
+            d,
+            &format!("s{i}"),
+            &["--repeats", "2", "--shard", &format!("{i}/4")],
+        );
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let s = json(d.join(format!("s{i}/summary.json")));
         assert_eq!(s["shard"], serde_json::json!({"index": i, "count": 4}));
@@ -152,9 +164,15 @@ fn four_shards_merged_equal_the_unsharded_eval() {
     assert_eq!(sizes.iter().sum::<usize>(), 2 * 60 * 2, "{sizes:?}");
     assert!(sizes.iter().all(|n| (30..=90).contains(n)), "{sizes:?}");
     // Shards given in any order.
-    let o = ragloop(d, &["eval", "merge", "s3", "s1", "s4", "s2", "--out", "merged"]);
+    let o = ragloop(
+        d,
+        &["eval", "merge", "s3", "s1", "s4", "s2", "--out", "merged"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let (full, merged) = (json(d.join("full/summary.json")), json(d.join("merged/summary.json")));
+    let (full, merged) = (
+        json(d.join("full/summary.json")),
+        json(d.join("merged/summary.json")),
+    );
     assert!(merged.get("shard").is_none());
     assert_eq!(untimed(&full), untimed(&merged));
     assert_eq!(
@@ -183,20 +201,40 @@ fn four_shards_merged_equal_the_unsharded_eval() {
             .iter()
             .map(|l| {
                 let v: Value = serde_json::from_str(l).unwrap();
-                (v["variant"].as_str().unwrap().into(), v["id"].as_str().unwrap().into(), v["repeat"].as_u64().unwrap_or(0))
+                (
+                    v["variant"].as_str().unwrap().into(),
+                    v["id"].as_str().unwrap().into(),
+                    v["repeat"].as_u64().unwrap_or(0),
+                )
             })
             .collect();
         let text: String = full_rows
             .iter()
             .filter(|l| {
                 let v: Value = serde_json::from_str(l).unwrap();
-                mine.contains(&(v["variant"].as_str().unwrap().into(), v["id"].as_str().unwrap().into(), v["repeat"].as_u64().unwrap_or(0)))
+                mine.contains(&(
+                    v["variant"].as_str().unwrap().into(),
+                    v["id"].as_str().unwrap().into(),
+                    v["repeat"].as_u64().unwrap_or(0),
+                ))
             })
             .map(|l| format!("{l}\n"))
             .collect();
         std::fs::write(d.join(format!("s{i}/results.jsonl")), text).unwrap();
     }
-    let o = ragloop(d, &["eval", "merge", "s1", "s2", "s3", "s4", "--out", "same-rows"]);
+    let o = ragloop(
+        d,
+        &[
+            "eval",
+            "merge",
+            "s1",
+            "s2",
+            "s3",
+            "s4",
+            "--out",
+            "same-rows",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for f in ["summary.json", "report.md", "report.html"] {
         let a = std::fs::read_to_string(d.join("full").join(f)).unwrap();
@@ -241,7 +279,10 @@ fn merge_refuses_shards_that_do_not_make_one_eval() {
         let (code, err) = merge(dirs, "m");
         assert_eq!(code, Some(2), "{dirs:?}: {err}");
         assert!(err.contains(needle), "{dirs:?}: want {needle:?} in {err}");
-        assert!(!d.join("m/results.jsonl").exists(), "{dirs:?}: nothing merged");
+        assert!(
+            !d.join("m/results.jsonl").exists(),
+            "{dirs:?}: nothing merged"
+        );
     };
     refused(&["s1", "s2"], "missing shard(s) 3/3");
     refused(&["s1", "s2", "s3", "s2"], "shard 2/3 given twice");
@@ -267,7 +308,10 @@ fn merge_refuses_shards_that_do_not_make_one_eval() {
     // A shard that lost a row: incomplete.
     let s3 = lines(d.join("s3/results.jsonl"));
     std::fs::write(d.join("s3/results.jsonl"), s3[1..].join("\n") + "\n").unwrap();
-    refused(&["s1", "s2", "s3"], "shard 3/3 (s3): 1 pair(s) without a row");
+    refused(
+        &["s1", "s2", "s3"],
+        "shard 3/3 (s3): 1 pair(s) without a row",
+    );
     std::fs::write(d.join("s3/results.jsonl"), s3.join("\n") + "\n").unwrap();
     // The dataset changed since the shards ran.
     let data = std::fs::read_to_string(d.join("data.jsonl")).unwrap();
@@ -316,7 +360,10 @@ fn the_deploy_examples_parse_and_run_every_shard_once() {
     assert_eq!(job["spec"]["parallelism"].as_u64(), Some(n));
     let c = &job["spec"]["template"]["spec"]["containers"][0];
     let script = c["args"][0].as_str().unwrap();
-    assert!(script.contains("JOB_COMPLETION_INDEX + 1") && script.contains("--shard \"$I/$SHARDS\""), "{script}");
+    assert!(
+        script.contains("JOB_COMPLETION_INDEX + 1") && script.contains("--shard \"$I/$SHARDS\""),
+        "{script}"
+    );
     let shards = |c: &Value| {
         c["env"]
             .as_array()
@@ -332,22 +379,36 @@ fn the_deploy_examples_parse_and_run_every_shard_once() {
         .find(|i| i["kind"] == "Job" && i["metadata"]["name"] == "ragloop-eval-merge")
         .expect("a merge Job");
     let mc = &merge["spec"]["template"]["spec"]["containers"][0];
-    assert!(mc["args"][0].as_str().unwrap().contains("ragloop eval merge"));
+    assert!(mc["args"][0]
+        .as_str()
+        .unwrap()
+        .contains("ragloop eval merge"));
     assert_eq!(shards(mc), Some(n));
-    let claim = |j: &Value| j["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"].clone();
+    let claim = |j: &Value| {
+        j["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"].clone()
+    };
     assert_eq!(claim(job), claim(merge), "one shared volume");
     assert!(items.iter().any(|i| i["kind"] == "PersistentVolumeClaim"
         && i["metadata"]["name"] == claim(job)
         && i["spec"]["accessModes"][0] == "ReadWriteMany"));
 
     let g = yaml("deploy/github-actions/eval-matrix.yml");
-    let m = g["jobs"]["shard"]["strategy"]["matrix"]["shard"].as_array().unwrap();
+    let m = g["jobs"]["shard"]["strategy"]["matrix"]["shard"]
+        .as_array()
+        .unwrap();
     let want: Vec<Value> = (1..=m.len() as u64).map(Value::from).collect();
     assert_eq!(m, &want);
     let steps = g["jobs"]["shard"]["steps"].as_array().unwrap();
-    assert!(steps.iter().any(|s| s["run"].as_str().is_some_and(|r| r.contains("--shard ${{ matrix.shard }}/$SHARDS"))));
-    assert_eq!(g["jobs"]["shard"]["env"]["SHARDS"].as_u64(), Some(m.len() as u64));
+    assert!(steps.iter().any(|s| s["run"]
+        .as_str()
+        .is_some_and(|r| r.contains("--shard ${{ matrix.shard }}/$SHARDS"))));
+    assert_eq!(
+        g["jobs"]["shard"]["env"]["SHARDS"].as_u64(),
+        Some(m.len() as u64)
+    );
     assert_eq!(g["jobs"]["merge"]["needs"], "shard");
     let merge_steps = g["jobs"]["merge"]["steps"].as_array().unwrap();
-    assert!(merge_steps.iter().any(|s| s["run"].as_str().is_some_and(|r| r.starts_with("ragloop eval merge"))));
+    assert!(merge_steps.iter().any(|s| s["run"]
+        .as_str()
+        .is_some_and(|r| r.starts_with("ragloop eval merge"))));
 }

@@ -167,7 +167,11 @@ pub fn run(args: EvalArgs) -> ExitCode {
         ragloop::errln!("ragloop eval: give at least one SPEC");
         return ExitCode::from(super::EXIT_USAGE);
     }
-    let shard = match args.shard.as_deref().map(ragloop::eval::shard::Shard::parse) {
+    let shard = match args
+        .shard
+        .as_deref()
+        .map(ragloop::eval::shard::Shard::parse)
+    {
         None => None,
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {

@@ -113,7 +113,10 @@ pub fn merge(cfg: &MergeConfig) -> Result<Outcome, EvalError> {
     let shards = manifests(&cfg.dirs)?;
     let m = &shards[0].0;
     if cfg.out.exists() && !cfg.out.is_dir() {
-        return Err(usage(format!("--out {}: not a directory", cfg.out.display())));
+        return Err(usage(format!(
+            "--out {}: not a directory",
+            cfg.out.display()
+        )));
     }
     for (_, d) in &shards {
         if crate::paths::same_file(&cfg.out, d) {
@@ -192,12 +195,11 @@ pub fn merge(cfg: &MergeConfig) -> Result<Outcome, EvalError> {
         let mut holder: HashMap<(u32, u32, u32), u32> = HashMap::new();
         for (sm, dir) in &shards {
             let path = dir.join(files::RESULTS);
-            let f = std::fs::File::open(&path).map_err(|error| {
-                usage(format!("cannot read {}: {error}", path.display()))
-            })?;
+            let f = std::fs::File::open(&path)
+                .map_err(|error| usage(format!("cannot read {}: {error}", path.display())))?;
             for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
-                let line = line
-                    .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+                let line =
+                    line.map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
                 if line.trim().is_empty() {
                     continue;
                 }
@@ -209,7 +211,8 @@ pub fn merge(cfg: &MergeConfig) -> Result<Outcome, EvalError> {
                     ))
                 })?;
                 // Rows outside the eval are ignored, as `ragloop eval` does.
-                let (Some(&a), Some(&q)) = (arm_of.get(r.variant.as_str()), item_of.get(r.id.as_str()))
+                let (Some(&a), Some(&q)) =
+                    (arm_of.get(r.variant.as_str()), item_of.get(r.id.as_str()))
                 else {
                     continue;
                 };
@@ -383,7 +386,10 @@ mod tests {
     #[test]
     fn no_directory_is_a_usage_error() {
         let e = super::merge(&super::MergeConfig::default()).unwrap_err();
-        assert!(e.is_usage() && e.to_string().contains("no shard directory"), "{e}");
+        assert!(
+            e.is_usage() && e.to_string().contains("no shard directory"),
+            "{e}"
+        );
     }
     // The refusals are tested end to end in tests/eval_shard.rs.
 }

@@ -593,7 +593,10 @@ pub async fn run_eval_until(
     let programs = runner::load_arms(&mut specs, &arm_list, &popts)?;
     // A shard's manifest fingerprints every spec (settings.json only with several).
     let spec_prints: Vec<String> = if cfg.shard.is_some() {
-        specs.iter().map(|c| settings::fingerprint(&c.files)).collect()
+        specs
+            .iter()
+            .map(|c| settings::fingerprint(&c.files))
+            .collect()
     } else {
         Vec::new()
     };
@@ -770,8 +773,12 @@ pub async fn run_eval_until(
     // The rows the summary and reports read: every selected row, slim, and the
     // reports' capped row tables (see `rows`): memory does not grow with answers.
     let mut report = rows::ReportRows::new(&variants);
-    let selected =
-        |r: &store::Row| variants.contains(&r.variant) && ids.contains(r.id.as_str()) && r.repeat < repeats && in_slice(r);
+    let selected = |r: &store::Row| {
+        variants.contains(&r.variant)
+            && ids.contains(r.id.as_str())
+            && r.repeat < repeats
+            && in_slice(r)
+    };
     let resumed: Vec<store::Row> = std::mem::take(&mut existing.rows);
     for r in resumed {
         if selected(&r) {

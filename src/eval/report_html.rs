@@ -3,9 +3,9 @@
 //! [`SHOWN_ROWS`] runs (the others linked to results.jsonl, see [`super::rows`]), so
 //! its size is bounded whatever the dataset's. Every string that comes from the
 //! dataset, the spec or a run is HTML-escaped.
+use super::files::RESULTS;
 use super::metrics::{columns, Table};
 use super::report_md::{show, show_ci, show_diff, show_p};
-use super::files::RESULTS;
 use super::rows::{cell, ReportRows, SHOWN_FAILED, SHOWN_ROWS};
 use super::summary::Summary;
 use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};

@@ -178,7 +178,10 @@ mod tests {
         assert_eq!((c.total, c.left_out()), (6, 3));
         let long = "é".repeat(CELL_CHARS + 5);
         let cut = cell(&long);
-        assert!(cut.ends_with("… (5 more characters in results.jsonl)"), "{cut}");
+        assert!(
+            cut.ends_with("… (5 more characters in results.jsonl)"),
+            "{cut}"
+        );
         assert_eq!(cell("short"), "short");
         assert_eq!(slim(row("q1")).answer, None);
     }

@@ -44,11 +44,9 @@ impl Shard {
     /// # Errors
     /// A message saying what is wrong with the argument.
     pub fn parse(arg: &str) -> Result<Shard, String> {
-        let bad = |why: &str| format!("--shard {arg:?}: {why} (expected I/N, 1 <= I <= N, e.g. 1/4)");
-        let (i, n) = arg
-            .trim()
-            .split_once('/')
-            .ok_or_else(|| bad("no `/`"))?;
+        let bad =
+            |why: &str| format!("--shard {arg:?}: {why} (expected I/N, 1 <= I <= N, e.g. 1/4)");
+        let (i, n) = arg.trim().split_once('/').ok_or_else(|| bad("no `/`"))?;
         let num = |s: &str, what: &str| {
             s.trim()
                 .parse::<u32>()
@@ -191,7 +189,11 @@ impl Manifest {
                 out.push(format!("{what}: {a} vs {b}"));
             }
         };
-        cmp("dataset", show(&self.dataset.path), show(&other.dataset.path));
+        cmp(
+            "dataset",
+            show(&self.dataset.path),
+            show(&other.dataset.path),
+        );
         if self.dataset.fingerprint != other.dataset.fingerprint {
             cmp(
                 "dataset contents (fingerprint)",
@@ -212,7 +214,11 @@ impl Manifest {
             show(&self.single_shot),
             show(&other.single_shot),
         );
-        cmp("--fail-under", show(&self.fail_under), show(&other.fail_under));
+        cmp(
+            "--fail-under",
+            show(&self.fail_under),
+            show(&other.fail_under),
+        );
         cmp("--fail-over", show(&self.fail_over), show(&other.fail_over));
         cmp(
             "--fail-if-worse",
@@ -274,7 +280,10 @@ mod tests {
     fn parse_refuses_what_is_not_a_shard() {
         assert_eq!(Shard::parse("1/4"), Ok(Shard { index: 1, count: 4 }));
         assert_eq!(Shard::parse(" 4 / 4 "), Ok(Shard { index: 4, count: 4 }));
-        for bad in ["3/2", "0/0", "0/4", "1/0", "5/4", "a/4", "1/b", "14", "", "/", "-1/4", "1/4/2", "1/10001"] {
+        for bad in [
+            "3/2", "0/0", "0/4", "1/0", "5/4", "a/4", "1/b", "14", "", "/", "-1/4", "1/4/2",
+            "1/10001",
+        ] {
             let e = Shard::parse(bad).expect_err(bad);
             assert!(e.starts_with("--shard "), "{e}");
         }
@@ -294,7 +303,13 @@ mod tests {
             counts[(s - 1) as usize] += 1;
             // Exactly one shard holds the pair.
             let holders = (1..=n)
-                .filter(|k| Shard { index: *k, count: n }.contains("base", &id, 0))
+                .filter(|k| {
+                    Shard {
+                        index: *k,
+                        count: n,
+                    }
+                    .contains("base", &id, 0)
+                })
                 .count();
             assert_eq!(holders, 1);
         }

@@ -116,7 +116,7 @@ pub fn par_map<T: Sync, R: Send>(
 ) -> Vec<R> {
     let work: usize = items
         .iter()
-        .map(|t| len(t))
+        .map(len)
         .filter(|n| *n <= BOOTSTRAP_MAX_N)
         .sum();
     let threads = std::thread::available_parallelism()
@@ -223,10 +223,15 @@ pub fn newcombe_paired(both: u64, only_a: u64, only_b: u64, neither: u64) -> [f6
     let pb = (both + only_b) as f64 / nf;
     let [la, ua] = wilson(both + only_a, n);
     let [lb, ub] = wilson(both + only_b, n);
-    let margins = [both + only_a, only_b + neither, both + only_b, only_a + neither]
-        .iter()
-        .map(|m| *m as f64)
-        .product::<f64>();
+    let margins = [
+        both + only_a,
+        only_b + neither,
+        both + only_b,
+        only_a + neither,
+    ]
+    .iter()
+    .map(|m| *m as f64)
+    .product::<f64>();
     let phi = if margins > 0.0 {
         (both as f64 * neither as f64 - only_a as f64 * only_b as f64) / margins.sqrt()
     } else {
@@ -372,16 +377,25 @@ mod tests {
     fn wilson_and_newcombe_by_hand() {
         // Wilson, k = 81, n = 263 (Newcombe 1998a's example 81/263): 0.2553 to 0.3662.
         let [lo, hi] = wilson(81, 263);
-        assert!((lo - 0.2553).abs() < 1e-4 && (hi - 0.3662).abs() < 1e-4, "{lo} {hi}");
+        assert!(
+            (lo - 0.2553).abs() < 1e-4 && (hi - 0.3662).abs() < 1e-4,
+            "{lo} {hi}"
+        );
         assert_eq!(wilson(0, 10)[0], 0.0);
         // Newcombe's method 10 worked by hand (Python, from the paper's formulas) for
         // his example (a): 36 both, 12 only the first, 2 only the second, 0 neither:
         // difference 0.2, interval 0.05693 to 0.34043. Ours is b − a, so b is first.
         let [lo, hi] = newcombe_paired(36, 2, 12, 0);
-        assert!((lo - 0.056_93).abs() < 1e-4 && (hi - 0.340_43).abs() < 1e-4, "{lo} {hi}");
+        assert!(
+            (lo - 0.056_93).abs() < 1e-4 && (hi - 0.340_43).abs() < 1e-4,
+            "{lo} {hi}"
+        );
         // 263 both, 15 / 21 discordant, 27 neither: -0.05545 to 0.01812.
         let [lo, hi] = newcombe_paired(263, 21, 15, 27);
-        assert!((lo + 0.055_45).abs() < 1e-4 && (hi - 0.018_12).abs() < 1e-4, "{lo} {hi}");
+        assert!(
+            (lo + 0.055_45).abs() < 1e-4 && (hi - 0.018_12).abs() < 1e-4,
+            "{lo} {hi}"
+        );
     }
 
     #[test]
@@ -398,28 +412,44 @@ mod tests {
     #[test]
     fn closed_form_only_above_the_threshold() {
         // At the threshold: the bootstrap, unchanged.
-        let small: Vec<f64> = (0..BOOTSTRAP_MAX_N).map(|i| f64::from(u8::from(i % 3 == 0))).collect();
+        let small: Vec<f64> = (0..BOOTSTRAP_MAX_N)
+            .map(|i| f64::from(u8::from(i % 3 == 0)))
+            .collect();
         assert_eq!(mean_ci(&small), bootstrap_ci(&small, SEED));
         // Above: Wilson for 0/1 values, close to the bootstrap's interval.
-        let big: Vec<f64> = (0..3 * BOOTSTRAP_MAX_N).map(|i| f64::from(u8::from(i % 3 == 0))).collect();
+        let big: Vec<f64> = (0..3 * BOOTSTRAP_MAX_N)
+            .map(|i| f64::from(u8::from(i % 3 == 0)))
+            .collect();
         let w = mean_ci(&big).unwrap();
         let k = big.iter().filter(|x| **x == 1.0).count() as u64;
         assert_eq!(w, wilson(k, big.len() as u64));
         let b = bootstrap_ci(&big, SEED).unwrap();
-        assert!((w[0] - b[0]).abs() < 0.003 && (w[1] - b[1]).abs() < 0.003, "{w:?} {b:?}");
+        assert!(
+            (w[0] - b[0]).abs() < 0.003 && (w[1] - b[1]).abs() < 0.003,
+            "{w:?} {b:?}"
+        );
         // Non-binary values: the normal interval, close to the bootstrap's.
         let f: Vec<f64> = (0..5000).map(|i| f64::from(i % 7) / 7.0).collect();
         let nci = mean_ci(&f).unwrap();
         let bci = bootstrap_ci(&f, SEED).unwrap();
-        assert!((nci[0] - bci[0]).abs() < 0.003 && (nci[1] - bci[1]).abs() < 0.003, "{nci:?} {bci:?}");
+        assert!(
+            (nci[0] - bci[0]).abs() < 0.003 && (nci[1] - bci[1]).abs() < 0.003,
+            "{nci:?} {bci:?}"
+        );
         // Paired: Newcombe for 0/1 pairs, near the bootstrap of the differences.
         let xa: Vec<f64> = (0..5000).map(|i| f64::from(u8::from(i % 2 == 0))).collect();
         let xb: Vec<f64> = (0..5000).map(|i| f64::from(u8::from(i % 3 != 1))).collect();
         let p = paired_ci(&xa, &xb).unwrap();
         let d: Vec<f64> = xa.iter().zip(&xb).map(|(a, b)| b - a).collect();
         let pb = bootstrap_ci(&d, SEED).unwrap();
-        assert!((p[0] - pb[0]).abs() < 0.004 && (p[1] - pb[1]).abs() < 0.004, "{p:?} {pb:?}");
-        assert_eq!(paired_ci(&xa[..10], &xb[..10]), bootstrap_ci(&d[..10], SEED));
+        assert!(
+            (p[0] - pb[0]).abs() < 0.004 && (p[1] - pb[1]).abs() < 0.004,
+            "{p:?} {pb:?}"
+        );
+        assert_eq!(
+            paired_ci(&xa[..10], &xb[..10]),
+            bootstrap_ci(&d[..10], SEED)
+        );
         // A constant: a zero-width interval, like the bootstrap's.
         assert_eq!(normal_ci(&vec![0.5; 3000]), Some([0.5, 0.5]));
     }
