@@ -412,3 +412,35 @@ fn the_deploy_examples_parse_and_run_every_shard_once() {
         .as_str()
         .is_some_and(|r| r.starts_with("ragloop eval merge"))));
 }
+
+#[test]
+fn gates_are_left_to_the_merge() {
+    let env = setup(12);
+    let d = env.path();
+    for i in 1..=2 {
+        let o = eval(
+            d,
+            &format!("g{i}"),
+            &[
+                "--shard",
+                &format!("{i}/2"),
+                "--fail-over",
+                "must_contain=0.01",
+            ],
+        );
+        // A slice's figures decide no gate: the shard passes.
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(
+            json(d.join(format!("g{i}/summary.json")))["gates"],
+            serde_json::json!([])
+        );
+    }
+    let o = ragloop(d, &["eval", "merge", "g1", "g2", "--out", "gm"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("gate failed: --fail-over must_contain=0.01"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(json(d.join("gm/summary.json"))["gates"][0]["passed"], false);
+}
