@@ -22,6 +22,7 @@ mod embed_replay;
 mod eval;
 mod eval_arms;
 mod eval_lock;
+mod eval_shard;
 mod graph_props;
 mod imports;
 mod index_freshness;

@@ -14,16 +14,21 @@ use std::process::ExitCode;
 /// Arguments of `ragloop eval`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key or another eval using --out included (nothing ran), 5 a gate failed, 130 interrupted (partial reports written). See docs/eval.md."
+    after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written (or the spec cannot run), 2 usage error, a missing API key or another eval using --out included (nothing ran), 5 a gate failed, 130 interrupted (partial reports written). See docs/eval.md.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 pub struct EvalArgs {
+    /// `ragloop eval merge`: combine the outputs of `--shard` runs.
+    #[command(subcommand)]
+    pub action: Option<EvalAction>,
     /// The spec file, or several: each question then runs under every arm, `STEM`
     /// (a spec without a variant) or `STEM:VARIANT` (see docs/eval.md, Arms).
     #[arg(required = true, value_name = "SPEC")]
     pub specs: Vec<PathBuf>,
     /// Questions, one JSON object per line: id, question, answer, must_contain, sources, kind.
-    #[arg(long)]
-    pub dataset: PathBuf,
+    #[arg(long, required = true)]
+    pub dataset: Option<PathBuf>,
     /// Comma-separated variants to evaluate; `base` is the spec without a variant and
     /// is only included when listed. Default: base and every variant of the spec.
     /// With several specs: arms, `STEM` or `STEM:VARIANT`.
@@ -85,10 +90,95 @@ pub struct EvalArgs {
     /// first arm whose runs never took more than one iteration).
     #[arg(long, value_name = "ARM")]
     pub single_shot: Option<String>,
+    /// Run only shard I of N (1-based, 1 <= I <= N): a deterministic slice of the
+    /// (arm, question, repeat) pairs by a hash of each pair, stable when the dataset
+    /// grows. The output directory gets shard.json; combine the N directories with
+    /// `ragloop eval merge` (gates are evaluated there).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+}
+
+/// Subcommands of `ragloop eval`.
+#[derive(clap::Subcommand)]
+pub enum EvalAction {
+    /// Combine the output directories of `ragloop eval ... --shard I/N` (every I of
+    /// one N) into the unsharded eval's results.jsonl, summary.json and reports.
+    #[command(
+        after_help = "Exit status: 0 ok, 1 a run failed, a dataset line was skipped or a report could not be written, 2 usage error (shards of different evals, a shard missing, given twice or incomplete, overlapping pairs: nothing written), 5 a gate failed. See docs/eval.md, Sharded evals."
+    )]
+    Merge(MergeArgs),
+}
+
+/// Arguments of `ragloop eval merge`.
+#[derive(clap::Args)]
+pub struct MergeArgs {
+    /// The shards' output directories (each with shard.json), in any order.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The merged output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The dataset, when it is not at the path the shards recorded (same contents).
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
+}
+
+/// Runs `ragloop eval merge`.
+fn merge(args: MergeArgs) -> ExitCode {
+    let cfg = ragloop::eval::merge::MergeConfig {
+        dirs: args.dirs,
+        out: args.out,
+        dataset: args.dataset,
+    };
+    match ragloop::eval::merge::merge(&cfg) {
+        Err(e) if e.is_usage() => {
+            ragloop::errln!("ragloop eval merge: {e}");
+            ExitCode::from(super::EXIT_USAGE)
+        }
+        Err(e) => {
+            ragloop::errln!("ragloop eval merge: {e}");
+            ExitCode::from(1)
+        }
+        Ok(o) => {
+            print_arms(&o, "ragloop eval merge");
+            let _ = writeln!(
+                std::io::stdout(),
+                "merged {} shard(s): {} row(s), {:.3} s of merge, summary and reports; reports in {}",
+                cfg.dirs.len(),
+                o.resumed_rows,
+                o.report_seconds,
+                cfg.out.display()
+            );
+            finish(&o, "ragloop eval merge")
+        }
+    }
 }
 
 /// Runs `ragloop eval`.
 pub fn run(args: EvalArgs) -> ExitCode {
+    if let Some(EvalAction::Merge(m)) = args.action {
+        return merge(m);
+    }
+    let Some(dataset) = args.dataset.clone() else {
+        ragloop::errln!("ragloop eval: --dataset FILE is required");
+        return ExitCode::from(super::EXIT_USAGE);
+    };
+    if args.specs.is_empty() {
+        ragloop::errln!("ragloop eval: give at least one SPEC");
+        return ExitCode::from(super::EXIT_USAGE);
+    }
+    let shard = match args
+        .shard
+        .as_deref()
+        .map(ragloop::eval::shard::Shard::parse)
+    {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            ragloop::errln!("ragloop eval: {e}");
+            return ExitCode::from(super::EXIT_USAGE);
+        }
+    };
     let out = args.out.clone().unwrap_or_else(|| {
         let stems: Vec<String> = args
             .specs
@@ -109,7 +199,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         .specs
         .iter()
         .map(PathBuf::as_path)
-        .chain([args.dataset.as_path(), results.as_path()])
+        .chain([dataset.as_path(), results.as_path()])
         .collect();
     let record_to = args.calls.record.clone();
     let mut early = args.calls.clone();
@@ -126,6 +216,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ragloop::eval::files::REPORT_HTML,
             ragloop::eval::files::LOCK,
             ragloop::eval::files::SETTINGS,
+            ragloop::eval::files::SHARD,
         ]
         .iter()
         .map(|f| out.join(f))
@@ -149,7 +240,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
     }
     let cfg = EvalConfig {
         specs: args.specs,
-        dataset: args.dataset,
+        dataset,
         variants: args.variants,
         concurrency: usize::from(args.concurrency),
         out,
@@ -177,6 +268,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
         judge: args.judge,
         judge_repeats: usize::from(args.judge_repeats),
         single_shot: args.single_shot,
+        shard,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -210,30 +302,7 @@ pub fn run(args: EvalArgs) -> ExitCode {
             ExitCode::from(1)
         }
         Ok(o) => {
-            for w in &o.warnings {
-                ragloop::errln!("ragloop eval: {w}");
-            }
-            let s = &o.summary;
-            for (v, r) in &s.results {
-                let a = &r.overall;
-                let pct = |m: &str| {
-                    a.get(m)
-                        .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
-                };
-                let _ = writeln!(
-    std::io::stdout(),
-                    "{v}: {} run(s), must_contain {}, f1 {}, faithfulness {}, answer_relevancy {}, recall@k first {} final {}, mean iterations {}, failed {}",
-                    a.n,
-                    pct("must_contain"),
-                    pct("f1"),
-                    pct("faithfulness"),
-                    pct("answer_relevancy"),
-                    pct("recall_first"),
-                    pct("recall_final"),
-                    a.get("iterations").map_or("-".into(), |x| format!("{x:.2}")),
-                    a.statuses.get("failed").copied().unwrap_or(0)
-                );
-            }
+            print_arms(&o, "ragloop eval");
             let rate = if o.run_seconds > 0.0 {
                 o.new_rows as f64 / o.run_seconds
             } else {
@@ -241,32 +310,64 @@ pub fn run(args: EvalArgs) -> ExitCode {
             };
             let _ = writeln!(
                 std::io::stdout(),
-                "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s); reports in {}",
+                "{} new run(s), {} resumed; {:.3} s of runs ({rate:.1} runs/s), {:.3} s of summary and reports; reports in {}",
                 o.new_rows,
                 o.resumed_rows,
                 o.run_seconds,
+                o.report_seconds,
                 cfg.out.display()
             );
-            let code = o.exit_code();
-            if o.failed_runs > 0 {
-                ragloop::errln!(
-                    "ragloop eval: {} run(s) failed (see the Failed runs section of report.md or report.html)",
-                    o.failed_runs
-                );
-            }
-            if !s.dataset_errors.is_empty() {
-                ragloop::errln!(
-                    "ragloop eval: {} dataset line(s) skipped",
-                    s.dataset_errors.len()
-                );
-            }
-            for e in &o.report_errors {
-                ragloop::errln!("ragloop eval: {e}");
-            }
-            for g in s.gates.iter().filter(|g| !g.passed) {
-                ragloop::errln!("ragloop eval: gate failed: {}: {}", g.gate, g.reason);
-            }
-            ExitCode::from(code)
+            finish(&o, "ragloop eval")
         }
     }
+}
+
+/// The warnings on stderr and one line per arm on stdout.
+fn print_arms(o: &ragloop::eval::Outcome, prog: &str) {
+    for w in &o.warnings {
+        ragloop::errln!("{prog}: {w}");
+    }
+    for (v, r) in &o.summary.results {
+        let a = &r.overall;
+        let pct = |m: &str| {
+            a.get(m)
+                .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
+        };
+        let _ = writeln!(
+            std::io::stdout(),
+            "{v}: {} run(s), must_contain {}, f1 {}, faithfulness {}, answer_relevancy {}, recall@k first {} final {}, mean iterations {}, failed {}",
+            a.n,
+            pct("must_contain"),
+            pct("f1"),
+            pct("faithfulness"),
+            pct("answer_relevancy"),
+            pct("recall_first"),
+            pct("recall_final"),
+            a.get("iterations").map_or("-".into(), |x| format!("{x:.2}")),
+            a.statuses.get("failed").copied().unwrap_or(0)
+        );
+    }
+}
+
+/// The failures, skipped lines, report errors and failed gates on stderr; the exit
+/// status.
+fn finish(o: &ragloop::eval::Outcome, prog: &str) -> ExitCode {
+    let s = &o.summary;
+    let code = o.exit_code();
+    if o.failed_runs > 0 {
+        ragloop::errln!(
+            "{prog}: {} run(s) failed (see the Failed runs section of report.md or report.html)",
+            o.failed_runs
+        );
+    }
+    if !s.dataset_errors.is_empty() {
+        ragloop::errln!("{prog}: {} dataset line(s) skipped", s.dataset_errors.len());
+    }
+    for e in &o.report_errors {
+        ragloop::errln!("{prog}: {e}");
+    }
+    for g in s.gates.iter().filter(|g| !g.passed) {
+        ragloop::errln!("{prog}: gate failed: {}: {}", g.gate, g.reason);
+    }
+    ExitCode::from(code)
 }

@@ -13,22 +13,29 @@
 //! - [`stats`]: percentiles, bootstrap CIs, McNemar's test;
 //! - [`summary`]: aggregates and comparisons (summary.json);
 //! - [`report_md`], [`report_html`] (with [`svg`]): the reports;
-//! - [`gates`]: `--fail-under`, `--fail-over`, `--fail-if-worse`.
+//! - [`gates`]: `--fail-under`, `--fail-over`, `--fail-if-worse`;
+//! - [`shard`], [`merge`]: `--shard I/N` and `ragloop eval merge`;
+//! - [`rows`]: the slim rows and capped row tables that bound memory and
+//!   report.html; [`finish`]: rows to summary, shared by eval and merge.
 //!
 //! [`run_eval`] does it all; the CLI only parses flags and maps [`EvalError`] and
 //! [`Outcome`] to exit codes.
 pub mod arms;
 pub mod dataset;
+pub mod finish;
 pub mod gates;
 pub mod judge;
 pub mod judge_report;
 pub mod lock;
+pub mod merge;
 pub mod metrics;
 pub mod questions;
 pub mod report_html;
 pub mod report_md;
+pub mod rows;
 pub mod runner;
 pub mod settings;
+pub mod shard;
 pub mod spread;
 pub mod stats;
 pub mod store;
@@ -107,6 +114,9 @@ pub struct EvalConfig {
     /// `--single-shot ARM`: the arm the iteration delta compares the others with
     /// (default: the first arm whose runs never took more than one iteration).
     pub single_shot: Option<String>,
+    /// `--shard I/N`: run only that slice of the pairs ([`shard`]) and write
+    /// shard.json for `ragloop eval merge`.
+    pub shard: Option<shard::Shard>,
 }
 
 impl EvalConfig {
@@ -126,6 +136,7 @@ impl EvalConfig {
                 .clone()
                 .filter(|j| j.trim() != "offline" && !j.trim().is_empty()),
             judge_repeats: (self.judge_repeats > 1).then_some(self.judge_repeats),
+            shard: self.shard.map(|s| s.to_string()),
         }
     }
 
@@ -209,6 +220,9 @@ pub struct Outcome {
     /// Wall time of the runs of this invocation (preparation and reports excluded),
     /// seconds.
     pub run_seconds: f64,
+    /// Wall time of the summary and the reports (from the last run's end to the
+    /// reports written; `ragloop eval merge`: reading the shards included), seconds.
+    pub report_seconds: f64,
     /// Failed runs among all rows of the selected variants.
     pub failed_runs: usize,
     /// Warnings to show (a torn line dropped, bad dataset lines).
@@ -250,6 +264,8 @@ pub mod files {
     pub const REPORT_MD: &str = "report.md";
     /// HTML report.
     pub const REPORT_HTML: &str = "report.html";
+    /// A shard's manifest ([`super::shard`]).
+    pub const SHARD: &str = super::shard::MANIFEST_FILE;
     /// The lock file of the eval writing the directory ([`super::lock`]).
     pub const LOCK: &str = super::lock::LOCK_FILE;
     /// The CLI settings of the rows ([`super::settings`]).
@@ -265,7 +281,7 @@ pub mod files {
 pub fn write_reports(
     dir: &Path,
     s: &summary::Summary,
-    rows: &[store::Row],
+    rows: &rows::ReportRows,
 ) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     let json = match serde_json::to_string_pretty(s) {
@@ -575,6 +591,15 @@ pub async fn run_eval_until(
         calls: cfg.calls.clone(),
     };
     let programs = runner::load_arms(&mut specs, &arm_list, &popts)?;
+    // A shard's manifest fingerprints every spec (settings.json only with several).
+    let spec_prints: Vec<String> = if cfg.shard.is_some() {
+        specs
+            .iter()
+            .map(|c| settings::fingerprint(&c.files))
+            .collect()
+    } else {
+        Vec::new()
+    };
     drop(specs);
     if let Some(a) = &cfg.single_shot {
         if !variants.contains(a) {
@@ -654,6 +679,44 @@ pub async fn run_eval_until(
         ));
     }
     settings::write(&cfg.out, &settings)?;
+    if let Some(sh) = cfg.shard {
+        shard::write(
+            &cfg.out,
+            &shard::Manifest {
+                version: 1,
+                shard: sh,
+                specs: cfg
+                    .specs
+                    .iter()
+                    .zip(&spec_prints)
+                    .map(|(p, f)| shard::FilePrint {
+                        path: p.display().to_string(),
+                        fingerprint: f.clone(),
+                    })
+                    .collect(),
+                dataset: shard::FilePrint {
+                    path: cfg.dataset.display().to_string(),
+                    fingerprint: settings::fingerprint(std::slice::from_ref(&cfg.dataset)),
+                },
+                arms: arm_list
+                    .iter()
+                    .map(|a| shard::ArmPrint {
+                        name: a.name.clone(),
+                        spec: cfg.specs[a.spec].display().to_string(),
+                        variant: a.variant.clone().unwrap_or_else(|| runner::BASE.into()),
+                    })
+                    .collect(),
+                several,
+                repeats,
+                hard_kinds: cfg.hard_kinds(),
+                single_shot: cfg.single_shot.clone(),
+                fail_under: cfg.fail_under.clone(),
+                fail_over: cfg.fail_over.clone(),
+                fail_if_worse: cfg.fail_if_worse.clone(),
+                settings: settings.clone(),
+            },
+        )?;
+    }
     let existing = if cfg.resume {
         store::read_for_resume(&results_path)?
     } else {
@@ -687,14 +750,41 @@ pub async fn run_eval_until(
     }
     let mut writer = store::Writer::open(&results_path, !cfg.resume)?;
     let ids: HashSet<&str> = ds.items.iter().map(|i| i.id.as_str()).collect();
+    let in_slice = |r: &store::Row| shard::selected(cfg.shard, &r.variant, &r.id, r.repeat);
     let done: HashSet<store::PairKey> = existing
         .rows
         .iter()
-        .filter(|r| ids.contains(r.id.as_str()) && r.repeat < repeats)
+        .filter(|r| ids.contains(r.id.as_str()) && r.repeat < repeats && in_slice(r))
         .map(store::Row::key)
         .collect();
     let resumed_rows = done.iter().filter(|(v, _, _)| variants.contains(v)).count();
-    let pairs = variants.len() * ds.items.len() * repeats as usize;
+    let pairs = match cfg.shard {
+        None => variants.len() * ds.items.len() * repeats as usize,
+        Some(sh) => variants
+            .iter()
+            .map(|v| {
+                ds.items
+                    .iter()
+                    .map(|it| (0..repeats).filter(|r| sh.contains(v, &it.id, *r)).count())
+                    .sum::<usize>()
+            })
+            .sum(),
+    };
+    // The rows the summary and reports read: every selected row, slim, and the
+    // reports' capped row tables (see `rows`): memory does not grow with answers.
+    let mut report = rows::ReportRows::new(&variants);
+    let selected = |r: &store::Row| {
+        variants.contains(&r.variant)
+            && ids.contains(r.id.as_str())
+            && r.repeat < repeats
+            && in_slice(r)
+    };
+    let resumed: Vec<store::Row> = std::mem::take(&mut existing.rows);
+    for r in resumed {
+        if selected(&r) {
+            report.push(r);
+        }
+    }
     let todo = pairs - resumed_rows;
     let bar = if cfg.progress {
         let b = indicatif::ProgressBar::new(todo as u64);
@@ -752,11 +842,14 @@ pub async fn run_eval_until(
         &prepared,
         &ds.items,
         &done,
+        cfg.shard,
         cfg.concurrency,
         &mut writer,
         cancel,
         |row| {
-            if row.status == Status::Failed {
+            let failed = row.status == Status::Failed;
+            report.push(row);
+            if failed {
                 failed_now += 1;
                 failed_shown.store(failed_now, std::sync::atomic::Ordering::Relaxed);
                 let retry = last_retry.lock().map(|l| l.clone()).unwrap_or_default();
@@ -768,6 +861,7 @@ pub async fn run_eval_until(
     )
     .await;
     let run_seconds = started.elapsed().as_secs_f64();
+    let report_started = std::time::Instant::now();
     bar.finish_and_clear();
     let new = new.map_err(|e| {
         EvalError::Failed(format!(
@@ -775,49 +869,44 @@ pub async fn run_eval_until(
             results_path.display()
         ))
     })?;
-    let new_rows = new.rows.len();
+    let new_rows = new.written;
     let (cancelled, not_started) = (new.cancelled, new.not_started);
-    let mut rows = existing.rows;
-    rows.extend(new.rows);
-    let rows: Vec<store::Row> = rows
-        .into_iter()
-        .filter(|r| {
-            variants.contains(&r.variant) && ids.contains(r.id.as_str()) && r.repeat < repeats
-        })
-        .collect();
-    let failed_runs = rows.iter().filter(|r| r.status == Status::Failed).count();
+    let failed_runs = report.failed.total;
     let spec_label = cfg
         .specs
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let mut summary = summary::summarize_with(
-        &spec_label,
-        &cfg.dataset.display().to_string(),
-        &ds.items,
-        &ds.errors,
-        &variants,
-        &rows,
-        &summary::Options {
-            repeats,
-            hard_kinds: cfg.hard_kinds(),
-        },
-    );
-    if several {
-        summary.arms = arm_list
+    let arms_info = if several {
+        arm_list
             .iter()
             .map(|a| summary::ArmInfo {
                 name: a.name.clone(),
                 spec: cfg.specs[a.spec].display().to_string(),
                 variant: a.variant.clone().unwrap_or_else(|| runner::BASE.into()),
             })
-            .collect();
-    }
-    summary.settings = settings;
-    summary.loop_metrics =
-        judge::delta::loop_metrics(&variants, &ds.items, &rows, cfg.single_shot.as_deref());
-    summary.gates = gates::check(&gate_list, &summary);
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut summary = finish::summarize(
+        &finish::Finish {
+            spec_label,
+            dataset_label: cfg.dataset.display().to_string(),
+            items: &ds.items,
+            dataset_errors: &ds.errors,
+            variants: &variants,
+            arms: arms_info,
+            repeats,
+            hard_kinds: cfg.hard_kinds(),
+            shard: cfg.shard,
+            settings,
+            single_shot: cfg.single_shot.as_deref(),
+            gates: &gate_list,
+        },
+        &report.rows,
+    );
     let interrupted = cancel.is_cancelled() && (cancelled > 0 || not_started > 0);
     if interrupted {
         let i = summary::Interruption {
@@ -830,10 +919,11 @@ pub async fn run_eval_until(
         warnings.push(format!("interrupted: {}", i.describe()));
         summary.interrupted = Some(i);
     }
-    let report_errors = write_reports(&cfg.out, &summary, &rows)
+    let report_errors = write_reports(&cfg.out, &summary, &report)
         .err()
         .unwrap_or_default();
     Ok(Outcome {
+        report_seconds: report_started.elapsed().as_secs_f64(),
         interrupted,
         report_errors,
         summary,

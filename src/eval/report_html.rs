@@ -1,9 +1,12 @@
 //! report.html: one self-contained file (inline CSS and SVG, no script, no external
-//! resource) with the summary's plots and tables and every row. Every string that
-//! comes from the dataset, the spec or a run is HTML-escaped.
+//! resource) with the summary's plots and tables, the failed runs and the first
+//! [`SHOWN_ROWS`] runs (the others linked to results.jsonl, see [`super::rows`]), so
+//! its size is bounded whatever the dataset's. Every string that comes from the
+//! dataset, the spec or a run is HTML-escaped.
+use super::files::RESULTS;
 use super::metrics::{columns, Table};
 use super::report_md::{show, show_ci, show_diff, show_p};
-use super::store::Row;
+use super::rows::{cell, ReportRows, SHOWN_FAILED, SHOWN_ROWS};
 use super::summary::Summary;
 use super::svg::{box_plots, count_axis_max, esc, grouped_bars, Bar, BoxData};
 use std::fmt::Write;
@@ -39,12 +42,10 @@ fn pct_tick(v: f64) -> String {
 }
 
 /// Renders report.html.
-pub fn render(s: &Summary, rows: &[Row]) -> String {
+pub fn render(s: &Summary, report: &ReportRows) -> String {
     let mut o = String::new();
-    let failed: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.status == crate::runtime::Status::Failed)
-        .collect();
+    let rows = &report.rows;
+    let failed_total = report.failed.total;
     let _ = write!(
         o,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ragloop eval: {}</title><style>{STYLE}</style></head><body>",
@@ -59,12 +60,11 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         s.dataset_errors.len(),
         if s.arms.is_empty() { "variants" } else { "arms" },
         esc(&s.variants.join(", ")),
-        if failed.is_empty() {
+        if failed_total == 0 {
             "no failed run".to_string()
         } else {
             format!(
-                "<a class=\"fail\" href=\"#failed\">{} failed run(s)</a>",
-                failed.len()
+                "<a class=\"fail\" href=\"#failed\">{failed_total} failed run(s)</a>"
             )
         }
     );
@@ -94,13 +94,17 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
         } else {
             String::new()
         },
-        esc(&super::report_md::cost_legend(&s.hard_kinds))
+        esc(&format!(
+            "{}{}",
+            super::report_md::cost_legend(&s.hard_kinds),
+            super::report_md::ci_note(s)
+        ))
     );
     let head = super::report_md::cost_header();
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     table(&mut o, &head, &super::report_md::cost_rows(&s.table));
     if !s.comparisons.is_empty() {
-        o.push_str(&format!("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05; “insufficient data” below {} paired questions.</p>", super::stats::MIN_PAIRED));
+        o.push_str(&format!("<h2>Paired comparisons</h2><p>Per-question difference b − a, bootstrap 95% CI (percentile method), McNemar's test on binary outcomes; verdict for b at α = 0.05; “insufficient data” below {} paired questions.{}</p>", super::stats::MIN_PAIRED, esc(&super::report_md::ci_note(s))));
         for c in &s.comparisons {
             let _ = write!(o, "<h3>{} (b) vs {} (a)</h3>", esc(&c.b), esc(&c.a));
             let rows: Vec<Vec<String>> = c
@@ -339,27 +343,39 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             .collect();
         table(&mut o, &["line", "problem"], &rows);
     }
-    if !failed.is_empty() {
-        let _ = write!(o, "<h2 id=\"failed\">Failed runs ({})</h2>", failed.len());
-        let rows: Vec<Vec<String>> = failed
-            .iter()
+    if failed_total > 0 {
+        let _ = write!(o, "<h2 id=\"failed\">Failed runs ({failed_total})</h2>");
+        let rows: Vec<Vec<String>> = report
+            .failed
+            .rows()
             .map(|r| {
                 vec![
                     r.variant.clone(),
                     super::report_md::shown_id(r),
-                    r.error.clone().unwrap_or_default(),
+                    cell(r.error.as_deref().unwrap_or_default()).into_owned(),
                 ]
             })
             .collect();
         table(&mut o, &["variant", "id", "error"], &rows);
+        if report.failed.left_out() > 0 {
+            let _ = write!(
+                o,
+                "<p>The first {SHOWN_FAILED} failed runs (by question id, arm, repeat) are listed; the other {} are in <a href=\"{RESULTS}\">{RESULTS}</a>.</p>",
+                report.failed.left_out()
+            );
+        }
     }
     o.push_str("<h2>Every run</h2>");
-    // By question, then variants in evaluation order (not by name).
-    let order = |v: &str| s.variants.iter().position(|x| x == v).unwrap_or(usize::MAX);
-    let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| {
-        (&a.id, order(&a.variant), a.repeat).cmp(&(&b.id, order(&b.variant), b.repeat))
-    });
+    // By question, then variants in evaluation order (not by name); the first
+    // SHOWN_ROWS only (the rest are in results.jsonl).
+    if report.shown.left_out() > 0 {
+        let _ = write!(
+            o,
+            "<p>The first {SHOWN_ROWS} of {} runs (by question id, arm, repeat); every run is in <a href=\"{RESULTS}\">{RESULTS}</a>.</p>",
+            report.shown.total
+        );
+    }
+    let sorted = report.shown.rows();
     o.push_str("<div class=\"wrap\"><table><thead><tr><th>id</th><th>variant</th><th>kind</th><th>status</th><th>iter.</th><th>must_contain</th><th>F1</th><th>recall per pass</th><th>ms</th><th>answer / error</th></tr></thead><tbody>");
     for r in sorted {
         let recall: Vec<String> = r
@@ -385,7 +401,7 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             r.metrics.f1,
             esc(&recall.join(" → ")),
             r.latency_ms,
-            esc(&text)
+            esc(&cell(&text))
         );
     }
     o.push_str("</tbody></table></div></body></html>\n");

@@ -161,6 +161,19 @@ pub(super) fn cost_rows(rows: &[super::table::CostRow]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The sentence added under the CI legends when some interval may be closed-form
+/// (more than [`super::stats::BOOTSTRAP_MAX_N`] questions); empty otherwise.
+pub(super) fn ci_note(s: &Summary) -> String {
+    if s.questions > super::stats::BOOTSTRAP_MAX_N {
+        format!(
+            " Intervals over more than {} questions are closed-form: Wilson for 0/1 values, Newcombe's paired score interval for their differences, the normal interval otherwise (docs/eval.md).",
+            super::stats::BOOTSTRAP_MAX_N
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// One sentence under the table: what the columns are.
 pub(super) fn cost_legend(hard_kinds: &[String]) -> String {
     format!(
@@ -186,7 +199,7 @@ pub(super) fn shown_id(r: &Row) -> String {
 /// Renders report.md: the header, seed 004's cost-and-quality table per arm
 /// ([`super::table`]), the paired comparisons, the spread across repeats (with
 /// `--repeats`), then the detail tables.
-pub fn render(s: &Summary, rows: &[Row]) -> String {
+pub fn render(s: &Summary, rows: &super::rows::ReportRows) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# ragloop eval: {}\n", s.spec);
     let _ = writeln!(
@@ -229,14 +242,15 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
             String::new()
         }
     );
-    let _ = writeln!(out, "{}\n", cost_legend(&s.hard_kinds));
+    let _ = writeln!(out, "{}{}\n", cost_legend(&s.hard_kinds), ci_note(s));
     table(&mut out, &cost_header(), &cost_rows(&s.table));
     if !s.comparisons.is_empty() {
         let _ = writeln!(
             out,
-            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05; `insufficient data` below {} paired questions.\n",
+            "## Paired comparisons\n\nDifference b − a per question; 95% bootstrap CI (percentile, {} resamples); McNemar's test on binary metrics (exact below 25 discordant pairs); verdict for b at α = 0.05; `insufficient data` below {} paired questions.{}\n",
             super::stats::RESAMPLES,
-            super::stats::MIN_PAIRED
+            super::stats::MIN_PAIRED,
+            ci_note(s)
         );
         for c in &s.comparisons {
             let _ = writeln!(out, "### {} (b) vs {} (a)\n", c.b, c.a);
@@ -381,27 +395,32 @@ pub fn render(s: &Summary, rows: &[Row]) -> String {
     table(&mut out, &head, &hist_rows);
 
     out.push_str(&super::judge_report::markdown(s));
-    let failed: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.status == crate::runtime::Status::Failed)
-        .collect();
-    if !failed.is_empty() {
-        let _ = writeln!(out, "## Failed runs ({})\n", failed.len());
-        let rows: Vec<Vec<String>> = failed
-            .iter()
+    if rows.failed.total > 0 {
+        let _ = writeln!(out, "## Failed runs ({})\n", rows.failed.total);
+        let listed: Vec<Vec<String>> = rows
+            .failed
+            .rows()
             .map(|r| {
                 vec![
                     r.variant.clone(),
                     shown_id(r),
-                    r.error.clone().unwrap_or_default(),
+                    super::rows::cell(r.error.as_deref().unwrap_or_default()).into_owned(),
                 ]
             })
             .collect();
         table(
             &mut out,
             &["variant", "id", "error"].map(String::from),
-            &rows,
+            &listed,
         );
+        if rows.failed.left_out() > 0 {
+            let _ = writeln!(
+                out,
+                "The first {} failed runs (by question id, arm, repeat) are listed; the other {} are in results.jsonl (`\"status\":\"failed\"`).\n",
+                super::rows::SHOWN_FAILED,
+                rows.failed.left_out()
+            );
+        }
     }
     if !s.dataset_errors.is_empty() {
         let _ = writeln!(out, "## Dataset lines skipped\n");

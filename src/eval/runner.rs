@@ -437,17 +437,19 @@ fn retrieves(p: &Program) -> bool {
 /// What [`execute`] ran.
 #[derive(Debug, Default)]
 pub struct Executed {
-    /// The rows written, in completion order.
-    pub rows: Vec<Row>,
+    /// Rows written (each handed to `on_row`).
+    pub written: usize,
     /// Runs cut short by the cancellation token (status interrupted): no row written.
     pub cancelled: usize,
     /// Pairs not started because the token was cancelled first.
     pub not_started: usize,
 }
 
-/// Runs every (arm, question, repeat) not in `done` (in `variants` order: all
+/// Runs every (arm, question, repeat) not in `done` and in `shard` (every pair
+/// without one; [`super::shard`]) (in `variants` order: all
 /// questions of the first prepared arm and repeat are started first), at most `concurrency` at a time, appending each row to
-/// `writer` as it finishes and calling `on_row` after it is written. `on_retry` sees
+/// `writer` as it finishes and handing it to `on_row` after it is written (nothing
+/// is kept here, so memory does not grow with the dataset). `on_retry` sees
 /// every retry of every run as it happens.
 ///
 /// A run that panics is recorded as a failed row naming the panic. Stops at the first
@@ -465,17 +467,20 @@ pub async fn execute(
     variants: &[Prepared],
     items: &[Item],
     done: &HashSet<PairKey>,
+    shard: Option<super::shard::Shard>,
     concurrency: usize,
     writer: &mut Writer,
     cancel: &CancellationToken,
-    mut on_row: impl FnMut(&Row),
+    mut on_row: impl FnMut(Row),
     on_retry: Option<OnRetry>,
 ) -> Result<Executed, StoreError> {
     let items: Vec<Arc<Item>> = items.iter().cloned().map(Arc::new).collect();
     let mut queue = Vec::new();
     for (vi, v) in variants.iter().enumerate() {
         for it in &items {
-            if !done.contains(&(v.name.clone(), it.id.clone(), v.repeat)) {
+            if super::shard::selected(shard, &v.name, &it.id, v.repeat)
+                && !done.contains(&(v.name.clone(), it.id.clone(), v.repeat))
+            {
                 queue.push((vi, Arc::clone(it)));
             }
         }
@@ -536,8 +541,8 @@ pub async fn execute(
             continue;
         }
         writer.append(&row)?;
-        on_row(&row);
-        out.rows.push(row);
+        out.written += 1;
+        on_row(row);
     }
     out.not_started = pending.count();
     Ok(out)

@@ -14,6 +14,7 @@
 //! | `repeats` | integer | `--repeats`, only when above 1 |
 //! | `judge` | string (absent: the offline judge) | `--judge` |
 //! | `judge_repeats` | integer (absent: 1) | `--judge-repeats` |
+//! | `shard` | string `I/N` (absent: not sharded) | `--shard` |
 //!
 //! `--resume` reads it back and refuses (a usage error) when any field differs,
 //! naming each field with its old and new value. A directory without settings.json
@@ -56,6 +57,9 @@ pub struct Settings {
     /// `--judge-repeats` when above 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_repeats: Option<usize>,
+    /// `--shard I/N` (`None`: the whole eval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 /// A spec of an eval over several specs, as settings.json records it.
@@ -140,6 +144,7 @@ impl Settings {
             show(&self.judge_repeats),
             show(&new.judge_repeats),
         );
+        cmp("--shard", show(&self.shard), show(&new.shard));
         out
     }
 
@@ -166,6 +171,9 @@ impl Settings {
         }
         if let Some(k) = self.judge_repeats {
             parts.push(format!("--judge-repeats {k}"));
+        }
+        if let Some(s) = &self.shard {
+            parts.push(format!("--shard {s}"));
         }
         if parts.is_empty() {
             "none".into()

@@ -18,7 +18,8 @@
 //!   "gates": [{"gate", "passed", "reason"}],
 //!   "partial": bool (some selected pair has no row),
 //!   "interrupted": {"pairs", "with_rows", "new_rows", "cancelled", "not_started"}
-//!       (only when the eval was interrupted by SIGINT/SIGTERM)
+//!       (only when the eval was interrupted by SIGINT/SIGTERM),
+//!   "shard": {"index", "count"} (only for `--shard I/N`: the figures cover that slice)
 //! }
 //! Aggregate = {"n": questions, "statuses": {status: n},
 //!   "metrics": {name: {"value": mean or null, "n": questions it applies to, "ci": [low, high] or null}},
@@ -34,13 +35,16 @@
 //!
 //! Verdicts say how `b` compares with `a`: `better` / `worse` when the difference is
 //! significant at α = 0.05 (McNemar p < 0.05 for binary metrics, the bootstrap 95% CI
-//! of the mean difference excluding 0 for the others) and the metric has a direction;
+//! of the mean difference — closed-form above 2,000 pairs, see [`super::stats`] —
+//! excluding 0 for the others) and the metric has a direction;
 //! `higher` / `lower` for a significant difference on a metric without one; `no
 //! significant difference` otherwise; `insufficient data` when fewer than
 //! [`MIN_PAIRED`](super::stats::MIN_PAIRED) (10) questions are paired.
 use super::dataset::{Item, LineError};
 use super::metrics::{Kind, MetricDef, Question, LATENCY_PERCENTILES, METRICS};
-use super::stats::{bootstrap_ci, mcnemar, mean, quantile, McNemar, ALPHA, MIN_PAIRED, SEED};
+use super::stats::{
+    mcnemar, mean, mean_ci, paired_ci, par_map, quantile, McNemar, ALPHA, MIN_PAIRED,
+};
 use super::store::Row;
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -140,18 +144,22 @@ pub use super::questions::{by_question, question_values, Pairs};
 pub fn aggregate(rows: &Pairs<'_>, with_ci: bool) -> Aggregate {
     let mut metrics = IndexMap::new();
     let grouped = by_question(rows);
-    for d in METRICS {
-        let xs: Vec<f64> = question_values(d, &grouped);
+    let values: Vec<Vec<f64>> = METRICS
+        .iter()
+        .map(|d| question_values(d, &grouped))
+        .collect();
+    let cis = if with_ci {
+        par_map(&values, Vec::len, |xs| mean_ci(xs))
+    } else {
+        vec![None; values.len()]
+    };
+    for ((d, xs), ci) in METRICS.iter().zip(&values).zip(cis) {
         metrics.insert(
             d.name.to_string(),
             MetricValue {
-                value: mean(&xs),
+                value: mean(xs),
                 n: xs.len(),
-                ci: if with_ci {
-                    bootstrap_ci(&xs, SEED)
-                } else {
-                    None
-                },
+                ci,
             },
         );
     }
@@ -274,7 +282,7 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
         let xs: Vec<f64> = rs.iter().filter_map(|r| (d.value)(r, q)).collect();
         mean(&xs)
     };
-    let metrics = METRICS
+    let sides: Vec<(Vec<f64>, Vec<f64>)> = METRICS
         .iter()
         .map(|d| {
             let mut xa = Vec::new();
@@ -286,9 +294,17 @@ pub fn compare(a: &str, b: &str, rows_a: &Pairs<'_>, rows_b: &Pairs<'_>) -> Comp
                     xb.push(vb);
                 }
             }
+            (xa, xb)
+        })
+        .collect();
+    let cis = par_map(&sides, |(xa, _)| xa.len(), |(xa, xb)| paired_ci(xa, xb));
+    let metrics = METRICS
+        .iter()
+        .zip(sides)
+        .zip(cis)
+        .map(|((d, (xa, xb)), ci)| {
             let outcomes = xa.iter().chain(&xb).all(|x| *x == 0.0 || *x == 1.0);
             let diffs: Vec<f64> = xa.iter().zip(&xb).map(|(x, y)| y - x).collect();
-            let ci = bootstrap_ci(&diffs, SEED);
             let diff = mean(&diffs);
             let (test, significant) = match d.kind {
                 Kind::Binary if outcomes => {
@@ -397,6 +413,11 @@ pub struct Summary {
     /// `--repeats` (not written when 1).
     #[serde(skip_serializing_if = "is_one")]
     pub repeats: u32,
+    /// `--shard I/N`: the figures cover that slice of the pairs (`missing` counts
+    /// the slice's pairs only; gates are left to `ragloop eval merge`). Not written
+    /// for a whole eval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<super::shard::Shard>,
     /// The question kinds of the hard subset (`--hard`; items' `hard` field decides
     /// first).
     pub hard_kinds: Vec<String>,
@@ -431,11 +452,15 @@ pub struct Options {
     pub repeats: u32,
     /// The kinds of the hard subset.
     pub hard_kinds: Vec<String>,
+    /// The slice the rows cover (`--shard`): a variant's `missing` counts its pairs
+    /// in the slice only. `None`: every pair.
+    pub shard: Option<super::shard::Shard>,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
+            shard: None,
             repeats: 1,
             hard_kinds: super::DEFAULT_HARD
                 .iter()
@@ -469,6 +494,18 @@ impl Interruption {
             "{} of {} pair(s) have a row ({} new); {} run(s) cancelled in flight, {} not started; rerun with --resume to run them",
             self.with_rows, self.pairs, self.new_rows, self.cancelled, self.not_started
         )
+    }
+}
+
+/// The pairs of arm `v` the rows should cover: every (question, repeat), or those of
+/// the slice.
+fn expected(v: &str, items: &[Item], repeats: u32, shard: Option<super::shard::Shard>) -> usize {
+    match shard {
+        None => items.len() * repeats as usize,
+        Some(s) => items
+            .iter()
+            .map(|it| (0..repeats).filter(|r| s.contains(v, &it.id, *r)).count())
+            .sum(),
     }
 }
 
@@ -551,7 +588,7 @@ pub fn summarize_with(
             v.clone(),
             VariantResults {
                 rows: pairs.len(),
-                missing: (items.len() * repeats as usize).saturating_sub(pairs.len()),
+                missing: expected(v, items, repeats, opts.shard).saturating_sub(pairs.len()),
                 overall: aggregate(&pairs, true),
                 by_kind: by_kind
                     .into_iter()
@@ -589,6 +626,7 @@ pub fn summarize_with(
     };
     Summary {
         arms: Vec::new(),
+        shard: None,
         repeats,
         hard_kinds: opts.hard_kinds.clone(),
         table,

@@ -163,7 +163,12 @@ pub struct BoxData {
     pub values: Vec<f64>,
 }
 
-/// Horizontal box plots (min, quartiles, p95 marker, max) with every value as a dot.
+/// Most dots a box plot draws per series.
+pub const MAX_DOTS: usize = 400;
+
+/// Horizontal box plots (min, quartiles, p95 marker, max) with every value as a dot
+/// (sorted, so the plot does not depend on the values' order; above [`MAX_DOTS`]
+/// values, that many evenly spaced by rank).
 pub fn box_plots(title: &str, series: &[String], data: &[BoxData], unit: &str) -> String {
     let row_h = 46.0;
     // The left margin fits the longest series name (about 6.5 px a character at
@@ -234,7 +239,18 @@ pub fn box_plots(title: &str, series: &[String], data: &[BoxData], unit: &str) -
                 cy + 12.0,
                 u = esc(unit)
             );
-            for (k, v) in d.values.iter().enumerate() {
+            // Every run up to MAX_DOTS; above, MAX_DOTS runs evenly spaced by rank
+            // (the plot's size stays bounded at any dataset size).
+            let mut sorted = d.values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let shown: Vec<f64> = if sorted.len() <= MAX_DOTS {
+                sorted
+            } else {
+                (0..MAX_DOTS)
+                    .map(|j| sorted[j * (sorted.len() - 1) / (MAX_DOTS - 1)])
+                    .collect()
+            };
+            for (k, v) in shown.iter().enumerate() {
                 let jitter = ((k * 7919) % 13) as f64 - 6.0;
                 let _ = write!(
                     out,
@@ -247,8 +263,13 @@ pub fn box_plots(title: &str, series: &[String], data: &[BoxData], unit: &str) -
     }
     let _ = write!(
         out,
-        r##"<text x="{left}" y="{:.1}" font-size="10" fill="#555">box: quartiles; black: median; red: p95; whiskers: min–max; dots: every run</text>"##,
-        h - 6.0
+        r##"<text x="{left}" y="{:.1}" font-size="10" fill="#555">box: quartiles; black: median; red: p95; whiskers: min–max; dots: every run{}</text>"##,
+        h - 6.0,
+        if data.iter().any(|d| d.values.len() > MAX_DOTS) {
+            format!(" (above {MAX_DOTS} runs: {MAX_DOTS} evenly spaced by rank)")
+        } else {
+            String::new()
+        }
     );
     out.push_str("</svg>");
     out

@@ -8,12 +8,13 @@
 //!   questions where A's run took 2 or more iterations and S has a row, for
 //!   `faithfulness` and `must_contain`, the per-question difference A − S on the
 //!   questions where both have a value, its mean and the bootstrap 95% CI of the
-//!   mean ([`crate::eval::stats::bootstrap_ci`], fixed [`crate::eval::stats::SEED`]).
+//!   mean ([`crate::eval::stats::paired_ci`]: the bootstrap with the fixed
+//!   [`crate::eval::stats::SEED`], closed-form above 2,000 questions).
 //!
 //! Mean iterations per arm is the `iterations` metric.
 use crate::eval::dataset::Item;
 use crate::eval::metrics::{value, Question};
-use crate::eval::stats::{bootstrap_ci, mean, SEED};
+use crate::eval::stats::{mean, paired_ci};
 use crate::eval::store::Row;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -125,7 +126,7 @@ pub fn loop_metrics(
                     single_shot: mean(&xs),
                     arm: mean(&xa),
                     diff: mean(&diffs),
-                    ci: bootstrap_ci(&diffs, SEED),
+                    ci: paired_ci(&xs, &xa),
                 }
             })
             .collect();
