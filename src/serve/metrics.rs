@@ -51,6 +51,9 @@ struct Llm {
     cost: f64,
 }
 
+/// A counter family over the LLM figures: name, help, value.
+type LlmFamily = (&'static str, &'static str, fn(&Llm) -> f64);
+
 #[derive(Debug, Default)]
 struct Inner {
     runs: BTreeMap<(String, String), u64>,
@@ -175,7 +178,7 @@ impl Metrics {
                 h,
             );
         }
-        let llm_families: [(&str, &str, fn(&Llm) -> f64); 3] = [
+        let llm_families: [LlmFamily; 3] = [
             (
                 "ragloop_llm_calls_total",
                 "LLM calls (repairs included), by graph and model.",

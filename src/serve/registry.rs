@@ -22,6 +22,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+/// A program and the resources its runs use.
+type Prepared = (Arc<Program>, Arc<Resources>);
+
 /// A compiled spec being served.
 pub struct Graph {
     /// The graph's name (the spec file's stem).
@@ -40,7 +43,7 @@ pub struct Graph {
     compiler: std::sync::mpsc::Sender<Job>,
     /// Programs and their opened resources, per variant (`None`: the base spec),
     /// without request changes.
-    ready: Mutex<HashMap<Option<String>, (Arc<Program>, Arc<Resources>)>>,
+    ready: Mutex<HashMap<Option<String>, Prepared>>,
     summary: Value,
     settings: Arc<Settings>,
 }
