@@ -253,6 +253,10 @@ impl Server {
                 app.cancel_runs.cancel();
             });
         }
+        // Events are small writes: no Nagle delay between them.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let server = axum::serve(listener, router)
             .with_graceful_shutdown(signal)
             .into_future();
