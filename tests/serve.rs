@@ -411,8 +411,7 @@ async fn finished_runs_are_kept_within_the_retention() {
         let (id, _) = stream_all(&s, &json!({"graph": "svc", "input": "hi"})).await;
         ids.push(id);
     }
-    // Logs are kept once the run finished; the oldest goes beyond 2.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A run is filed as finished before its `end` event: the oldest is gone beyond 2.
     assert_eq!(s.get(&format!("/runs/{}", ids[0])).await.0, 404);
     assert_eq!(s.get(&format!("/runs/{}", ids[1])).await.0, 200);
     assert_eq!(s.get(&format!("/runs/{}", ids[2])).await.0, 200);
@@ -529,7 +528,7 @@ async fn model_overrides_need_the_flag_and_are_checked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_beyond_the_limit_get_429() {
-    let env = Env::new(json!([{"output": "slow", "delay_ms": 1500}, "fast"]));
+    let env = Env::new(json!([{"output": "slow", "delay_ms": 3000}, "fast"]));
     let mut opts = env.options();
     opts.max_runs = 1;
     let s = start(opts).await;
@@ -961,23 +960,25 @@ async fn shutdown_lets_runs_finish_then_cancels_them_after_the_grace() {
     let mut opts = env.options();
     opts.grace = Duration::from_millis(1500);
     let mut s = start(opts).await;
+    // Each stream's headers are back once its run started (its slot is taken).
     let send = |s: &Running| {
         let http = s.http.clone();
         let url = format!("{}/runs/stream", s.base);
-        tokio::spawn(async move {
+        async move {
             let r = http
                 .post(url)
                 .body(json!({"graph": "svc", "input": "hi"}).to_string())
                 .send()
                 .await
                 .unwrap();
-            parse_sse(&r.text().await.unwrap())
-        })
+            assert_eq!(r.status().as_u16(), 200);
+            tokio::spawn(async move { parse_sse(&r.text().await.unwrap()) })
+        }
     };
-    let quick = send(&s);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let slow = send(&s);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let quick = send(&s).await;
+    // The scripted answers go by call order: let the quick run make its call first.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let slow = send(&s).await;
     let _ = s.stop.take().unwrap().send(());
     let quick = quick.await.unwrap();
     assert_eq!(quick.last().unwrap().2["status"], "generated", "{quick:?}");

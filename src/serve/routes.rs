@@ -347,8 +347,10 @@ async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Starte
                 result.status.as_str(),
                 started.elapsed().as_secs_f64(),
             );
-            log.finish(&result);
+            // Counted and filed as finished before the `end` event is written, so a
+            // client that saw `end` sees the run's metrics and retention too.
             app.runs.finished(&log.id);
+            log.finish(&result);
             drop(graph);
             drop(permit);
         });
