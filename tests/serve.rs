@@ -972,13 +972,15 @@ async fn shutdown_lets_runs_finish_then_cancels_them_after_the_grace() {
                 .await
                 .unwrap();
             assert_eq!(r.status().as_u16(), 200);
-            tokio::spawn(async move { parse_sse(&r.text().await.unwrap()) })
+            r
         }
     };
-    let quick = send(&s).await;
+    let read =
+        |r: reqwest::Response| tokio::spawn(async move { parse_sse(&r.text().await.unwrap()) });
+    let quick = read(send(&s).await);
     // The scripted answers go by call order: let the quick run make its call first.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let slow = send(&s).await;
+    let slow = read(send(&s).await);
     let _ = s.stop.take().unwrap().send(());
     let quick = quick.await.unwrap();
     assert_eq!(quick.last().unwrap().2["status"], "generated", "{quick:?}");
