@@ -66,6 +66,7 @@ pub mod retries;
 pub mod retrieval;
 pub mod runtime;
 pub mod secret;
+pub mod serve;
 pub mod source;
 pub mod spec;
 pub mod tasks;

@@ -51,6 +51,7 @@ mod runtime;
 mod runtime_cli;
 mod runtime_undefined;
 mod rustc_cli;
+mod serve;
 mod spec_schema;
 mod spec_words;
 mod terminal_escape;

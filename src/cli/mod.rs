@@ -13,6 +13,7 @@ mod graph;
 mod index;
 mod overrides;
 mod run;
+mod serve;
 mod signals;
 mod threads;
 mod validate;
@@ -47,6 +48,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run every question of a dataset under every variant; write metrics, comparisons and reports.
     Eval(eval::EvalArgs),
+    /// Serve specs over HTTP: run, stream (SSE), graphs, metrics, OpenAPI; hot reload.
+    Serve(serve::ServeArgs),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -70,5 +73,6 @@ pub fn main() -> ExitCode {
         Command::Index(args) => index::run(args),
         Command::Run(args) => run::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }

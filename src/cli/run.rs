@@ -110,22 +110,14 @@ pub(super) fn result_json_on(
     id: Option<&Value>,
     thread: Option<(&str, u32)>,
 ) -> Value {
-    let mut v = json!({
-        "status": r.status,
-        "answer": r.answer,
-        "sources": r.sources,
-        "path": r.path,
-        "iterations": r.iterations,
-        "steps": r.steps,
-        "state": r.state,
-        "usage": r.usage,
-        "error": r.error,
-    });
+    let mut v = r.to_json();
     if let (Some(id), Some(obj)) = (id, v.as_object_mut()) {
+        // `id` before `variant`, as always.
+        let variant = obj.remove("variant");
         obj.insert("id".into(), id.clone());
-    }
-    if let (Some(variant), Some(obj)) = (&r.variant, v.as_object_mut()) {
-        obj.insert("variant".into(), Value::String(variant.clone()));
+        if let Some(variant) = variant {
+            obj.insert("variant".into(), variant);
+        }
     }
     if let (Some((thread, run)), Some(obj)) = (thread, v.as_object_mut()) {
         obj.insert("thread".into(), json!(thread));

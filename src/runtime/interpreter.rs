@@ -218,6 +218,9 @@ pub async fn run_from(
         result.path.push(node.name.clone());
         let started = Instant::now();
         let start_ms = if tracing { unix_ms() } else { 0 };
+        if tracing {
+            obs.node_start(steps, &node.name, node.kind);
+        }
         let mut retries = Vec::new();
         let meter = Meter::default();
         let outcome = {

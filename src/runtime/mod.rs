@@ -198,6 +198,27 @@ impl RunResult {
         }
     }
 
+    /// The result as `ragloop run --json` prints it (and `ragloop serve` answers
+    /// `POST /runs/wait`): `{"status", "answer", "sources", "path", "iterations",
+    /// "steps", "state", "usage", "error"}`, plus `"variant"` when the run used one.
+    pub fn to_json(&self) -> Value {
+        let mut v = serde_json::json!({
+            "status": self.status,
+            "answer": self.answer,
+            "sources": self.sources,
+            "path": self.path,
+            "iterations": self.iterations,
+            "steps": self.steps,
+            "state": self.state,
+            "usage": self.usage,
+            "error": self.error,
+        });
+        if let (Some(variant), Some(obj)) = (&self.variant, v.as_object_mut()) {
+            obj.insert("variant".into(), Value::String(variant.clone()));
+        }
+        v
+    }
+
     fn fail(&mut self, msg: String) {
         self.status = Status::Failed;
         self.error = Some(msg);

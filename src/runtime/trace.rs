@@ -191,6 +191,10 @@ pub trait Observer: Send {
     /// A call of the running step is about to be retried (reported as it happens,
     /// before the step's record). Default: ignored.
     fn retry(&mut self, _event: &RetryEvent) {}
+    /// Step `step` (1-based) is about to run node `node` of kind `kind`: the bounds
+    /// passed, the node's work starts now (its [`StepRecord`] follows when it ends).
+    /// Default: ignored. Called only when [`Observer::enabled`].
+    fn node_start(&mut self, _step: u32, _node: &str, _kind: &'static str) {}
     /// A step ended.
     fn step(&mut self, record: &StepRecord);
     /// The run ended.
@@ -389,6 +393,11 @@ impl Observer for Tee {
     fn retry(&mut self, e: &RetryEvent) {
         for o in &mut self.0 {
             o.retry(e);
+        }
+    }
+    fn node_start(&mut self, step: u32, node: &str, kind: &'static str) {
+        for o in &mut self.0 {
+            o.node_start(step, node, kind);
         }
     }
     fn step(&mut self, r: &StepRecord) {
