@@ -56,6 +56,9 @@ pub struct SourceFile {
 #[derive(Debug, Default)]
 pub struct Sources {
     files: Vec<SourceFile>,
+    /// Path → the ids added under it, in order (for [`Sources::find`] and for
+    /// sharing an id when the same file is added again with the same text).
+    by_path: std::collections::HashMap<PathBuf, Vec<FileId>>,
     memo: Memo,
 }
 
@@ -76,13 +79,22 @@ impl Sources {
         Self::default()
     }
 
-    /// Adds a file and returns its id. The same path added twice gets two ids.
+    /// Adds a file and returns its id. The same path added again with the same text
+    /// gets the id it had (so what [`Sources::memo`] derived from it is shared: a spec
+    /// imported by several specs is parsed once per map); with another text, a new id.
     pub fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
+        let path = path.into();
+        let text = text.into();
+        let ids = self.by_path.entry(path.clone()).or_default();
+        if let Some(&id) = ids
+            .iter()
+            .find(|id| *self.files[id.0 as usize].text == *text)
+        {
+            return id;
+        }
         let id = FileId(self.files.len() as u32);
-        self.files.push(SourceFile {
-            path: path.into(),
-            text: text.into(),
-        });
+        ids.push(id);
+        self.files.push(SourceFile { path, text });
         id
     }
 
@@ -110,10 +122,7 @@ impl Sources {
 
     /// Finds an already loaded file by path.
     pub fn find(&self, path: &Path) -> Option<FileId> {
-        self.files
-            .iter()
-            .position(|f| f.path == path)
-            .map(|i| FileId(i as u32))
+        self.by_path.get(path).and_then(|ids| ids.first().copied())
     }
 
     /// The file behind an id.

@@ -200,13 +200,25 @@ pub fn compile_in(
         .into_iter()
         .map(str::to_string)
         .collect();
+    // A variant's files can differ from the base spec's only under its `set` paths.
+    let set_paths: std::collections::HashMap<String, Vec<String>> = loaded
+        .spec
+        .variants
+        .iter()
+        .map(|(name, v)| (name.clone(), v.set.keys().cloned().collect()))
+        .collect();
     let checked = validate::check_variants_with(
         loaded,
         &mut sources,
         &vopts,
         validate::Mode::Incremental,
         |merged| {
-            for rel in merged.input_rels() {
+            let paths = merged
+                .variant
+                .as_ref()
+                .and_then(|v| set_paths.get(v))
+                .map_or(&[][..], Vec::as_slice);
+            for rel in merged.input_rels_under(paths.iter().map(String::as_str)) {
                 if seen.insert(rel.to_string()) {
                     if let Ok(p) = merged.resolve(rel, None) {
                         files.insert(p);

@@ -139,9 +139,24 @@ pub fn check_variants_with(
     let base_parts = variants::parts(&loaded, sources, opts);
     let (mut diagnostics, base_topology) = variants::finish(&loaded, &base_parts);
     let mut names = Vec::with_capacity(loaded.spec.variants.len());
+    // Incremental: most variants are applied in place to one working copy (at the
+    // cost of the entries they change), the others merged by `overlay::apply`.
+    let mut patcher = (mode == Mode::Incremental && !loaded.spec.variants.is_empty())
+        .then(|| overlay::Patcher::new(&loaded));
     for (name, variant) in &loaded.spec.variants {
-        match overlay::apply(&loaded, name) {
-            Ok(mut merged) => {
+        let owned;
+        let (merged, patched) = match patcher.as_mut().and_then(|p| p.apply(&loaded, name)) {
+            Some(m) => (Ok(m), true),
+            None => match overlay::apply(&loaded, name) {
+                Ok(m) => {
+                    owned = m;
+                    (Ok(&owned), false)
+                }
+                Err(ds) => (Err(ds), false),
+            },
+        };
+        match merged {
+            Ok(merged) => {
                 #[cfg(test)]
                 CHECKS.with(|c| c.set(c.get() + 1));
                 // Where the variant changes the spec, to point at from faults that
@@ -159,11 +174,11 @@ pub fn check_variants_with(
                     })
                     .collect();
                 let found = match mode {
-                    Mode::Full => check_inner(&merged, sources, opts),
+                    Mode::Full => check_inner(merged, sources, opts),
                     Mode::Incremental => variants::check_variant(
                         &loaded,
                         &base_parts,
-                        &merged,
+                        merged,
                         variant.set.keys().map(String::as_str),
                         sources,
                         opts,
@@ -184,11 +199,15 @@ pub fn check_variants_with(
                     }
                     diagnostics.push(d);
                 }
-                merged.variant = Some(name.clone());
-                each(&merged);
+                each(merged);
                 names.push(name.clone());
             }
             Err(ds) => diagnostics.extend(ds),
+        }
+        if patched {
+            if let Some(p) = patcher.as_mut() {
+                p.undo(&loaded);
+            }
         }
     }
     // A fault of the base spec shows up again in every variant: keep it once.
@@ -222,7 +241,7 @@ pub fn schema_value(
 ) -> Result<Value, Vec<Diagnostic>> {
     match sref {
         SchemaRef::Inline(map) => Ok(Value::Object(map.clone())),
-        SchemaRef::File(_) => load_schema(ls, sref, at, sources).map(|s| s.schema),
+        SchemaRef::File(_) => schemas::load_shared(ls, sref, at, sources).map(|s| s.schema.clone()),
     }
 }
 
