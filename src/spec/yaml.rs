@@ -88,8 +88,12 @@ fn subtree<'a>(
 }
 
 /// Escapes one JSON pointer segment (`~` → `~0`, `/` → `~1`).
-pub fn escape_segment(seg: &str) -> String {
-    seg.replace('~', "~0").replace('/', "~1")
+pub fn escape_segment(seg: &str) -> std::borrow::Cow<'_, str> {
+    if seg.contains(['~', '/']) {
+        std::borrow::Cow::Owned(seg.replace('~', "~0").replace('/', "~1"))
+    } else {
+        std::borrow::Cow::Borrowed(seg)
+    }
 }
 
 /// Builds a JSON pointer from segments.

@@ -37,6 +37,8 @@ struct NodeParts {
 /// The findings of one check, by part (before the graph part, which may amend a
 /// predicate's finding, see `arms.rs`).
 pub(super) struct Parts {
+    /// What the templates' context derived from the state schema.
+    shared: std::rc::Rc<templates::Shared>,
     refs_ok: bool,
     refs: Refs,
     /// `refs.all()`, once.
@@ -262,9 +264,11 @@ pub(super) fn parts(ls: &LoadedSpec, sources: &mut Sources, opts: &Options) -> P
     }
     let mut edges = Vec::new();
     templates::check_edges(&ctx, ls, sources, &mut edges);
+    let shared = ctx.shared();
     drop(ctx);
     let topology = refs_ok.then(|| Arc::new(Topology::build(&ls.spec)));
     let mut p = Parts {
+        shared,
         refs_ok,
         refs,
         refs_all,
@@ -434,7 +438,11 @@ pub(super) fn check_variant<'a>(
     let mut nodes: IndexMap<&str, NodeParts> = IndexMap::new();
     let mut edges = Vec::new();
     if !fresh_nodes.is_empty() || fresh_edges {
-        let ctx = templates::Ctx::new(merged, state, sources);
+        let ctx = if fresh_state {
+            templates::Ctx::new(merged, state, sources)
+        } else {
+            templates::Ctx::with(std::rc::Rc::clone(&bp.shared), state)
+        };
         for name in &fresh_nodes {
             nodes.insert(name.as_str(), node_part(&ctx, merged, name, sources));
         }
