@@ -339,10 +339,7 @@ fn diagnostics(path: &Path, text: &str, mode: Mode) -> Option<Vec<String>> {
     };
     let mut merged = Vec::new();
     let checked = check_variants_with(loaded, &mut sources, &opts, mode, |m| {
-        merged.push(format!(
-            "merged {:?}: {} {:?}",
-            m.variant, m.raw, m.spec
-        ))
+        merged.push(format!("merged {:?}: {} {:?}", m.variant, m.raw, m.spec))
     });
     let mut out: Vec<String> = checked
         .diagnostics

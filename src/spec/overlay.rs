@@ -279,7 +279,9 @@ impl Patcher {
         macro_rules! swap {
             ($map:expr, $variant:ident) => {
                 match entry {
-                    Some(Entry::$variant(e)) => $map.insert(name.to_string(), e).map(Entry::$variant),
+                    Some(Entry::$variant(e)) => {
+                        $map.insert(name.to_string(), e).map(Entry::$variant)
+                    }
                     _ => $map.shift_remove(name).map(Entry::$variant),
                 }
             };
@@ -300,7 +302,9 @@ impl Patcher {
 fn type_entry(section: &str, name: &str, value: &Value) -> Option<Entry> {
     use serde::Deserialize;
     match section {
-        "nodes" => super::types::NodeSpec::deserialize(value).ok().map(Entry::Node),
+        "nodes" => super::types::NodeSpec::deserialize(value)
+            .ok()
+            .map(Entry::Node),
         "edges" => super::types::Edge::deserialize(value).ok().map(Entry::Edge),
         "models" => super::types::ModelSpec::deserialize(value)
             .ok()
@@ -317,7 +321,9 @@ fn type_entry(section: &str, name: &str, value: &Value) -> Option<Entry> {
                 .ok()
                 .map(Entry::Retriever)
         }
-        _ => super::types::ToolSpec::deserialize(value).ok().map(Entry::Tool),
+        _ => super::types::ToolSpec::deserialize(value)
+            .ok()
+            .map(Entry::Tool),
     }
 }
 

@@ -693,14 +693,11 @@ fn to_json(
     key: Option<Span>,
     index: &mut BTreeMap<String, ValueSpans>,
 ) -> Value {
-    index.insert(
-        ptr.clone(),
-        ValueSpans {
-            key,
-            value: node.span,
-        },
-    );
-    match node.kind {
+    let spans = ValueSpans {
+        key,
+        value: node.span,
+    };
+    let value = match node.kind {
         Kind::Scalar(v) => v,
         Kind::Seq(items) => Value::Array(
             items
@@ -710,7 +707,7 @@ fn to_json(
                 .collect(),
         ),
         Kind::Map(entries) => {
-            let mut map = Map::new();
+            let mut map = Map::with_capacity(entries.len());
             for (k, kspan, n) in entries {
                 let child = format!("{ptr}/{}", escape_segment(&k));
                 let v = to_json(n, child, Some(kspan), index);
@@ -718,7 +715,10 @@ fn to_json(
             }
             Value::Object(map)
         }
-    }
+    };
+    // The pointer is moved in last (its children's were made from it).
+    index.insert(ptr, spans);
+    value
 }
 
 #[cfg(test)]

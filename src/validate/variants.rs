@@ -131,7 +131,12 @@ impl<'b> RefsDelta<'b> {
             retrieval: retrieval_d,
             nodes: names
                 .into_iter()
-                .map(|n| (n.clone(), (refs::node(merged, n), refs::node_ranges(merged, n))))
+                .map(|n| {
+                    (
+                        n.clone(),
+                        (refs::node(merged, n), refs::node_ranges(merged, n)),
+                    )
+                })
                 .collect(),
         }
     }
