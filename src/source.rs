@@ -178,6 +178,26 @@ pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
 mod tests {
     use super::*;
 
+    /// The same file added again with the same text keeps its id (so results memoized
+    /// for it are shared); another text, or another path, gets a new one.
+    #[test]
+    fn a_file_added_again_keeps_its_id() {
+        let mut s = Sources::new();
+        let a = s.add("graphs/crag.yaml", "x: 1\n");
+        let b = s.add("graphs/other.yaml", "x: 1\n");
+        assert_eq!(s.add("graphs/crag.yaml", "x: 1\n"), a);
+        let changed = s.add("graphs/crag.yaml", "x: 2\n");
+        assert!(changed != a && changed != b && a != b);
+        assert_eq!(s.add("graphs/crag.yaml", "x: 2\n"), changed);
+        assert_eq!(s.find(Path::new("graphs/crag.yaml")), Some(a));
+        assert_eq!(&*s.get(changed).text, "x: 2\n");
+        let mut n = 0;
+        for id in [a, a, changed] {
+            s.memo(id, "count", |_| n += 1);
+        }
+        assert_eq!(n, 2);
+    }
+
     #[test]
     fn line_col_counts_characters() {
         let text = "ab\nçd\nx";

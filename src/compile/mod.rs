@@ -544,6 +544,40 @@ mod tests {
         }
     }
 
+    /// Several specs validated in one process (as `ragloop validate graphs/*.yaml`
+    /// does) parse each file once: graphs/crag.yaml, which adaptive, crag-ab and
+    /// single-shot import, and each schema file they share (before: crag.yaml was
+    /// parsed four times, as each import read it into a new file id).
+    #[test]
+    fn specs_validated_together_parse_each_file_once() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs");
+        crate::spec::yaml::PARSED.with(|p| p.borrow_mut().clear());
+        let mut sources = Sources::new();
+        for name in ["adaptive", "crag-ab", "single-shot", "crag"] {
+            let compiled = compile_in(&dir.join(format!("{name}.yaml")), &opts(), sources)
+                .unwrap_or_else(|e| panic!("{name}: {}", e.render()));
+            sources = compiled.sources;
+        }
+        let parsed: Vec<std::path::PathBuf> = crate::spec::yaml::PARSED
+            .with(|p| p.borrow().clone())
+            .into_iter()
+            .map(|f| sources.get(f).path.clone())
+            .collect();
+        let crag = parsed
+            .iter()
+            .filter(|p| p.ends_with("graphs/crag.yaml"))
+            .count();
+        assert_eq!(crag, 1, "graphs/crag.yaml parsed {crag} times: {parsed:?}");
+        let mut distinct = parsed.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            parsed.len(),
+            "a file parsed twice: {parsed:?}"
+        );
+    }
+
     #[test]
     fn compile_checks_the_base_and_each_variant_once() {
         let (n, compiled) = checks(|| compile(&crag_ab(), &opts()).expect("crag-ab compiles"));

@@ -375,6 +375,12 @@ pub(crate) fn parsed_yaml(
     })
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many whole specs [`typed`] typed on this thread.
+    pub(crate) static TYPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 static ALLOW_OUTSIDE_ROOT: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
@@ -432,6 +438,8 @@ fn confine_root(root: &Path, spec_dir: &Path, root_rel: &str) -> Result<(), Diag
 /// # Errors
 /// Version and typing diagnostics, located through `spans`.
 pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<Diagnostic>> {
+    #[cfg(test)]
+    TYPED.with(|c| c.set(c.get() + 1));
     let Some(obj) = raw.as_object() else {
         return Err(vec![Diagnostic::new(
             Code::WrongType,

@@ -225,6 +225,13 @@ fn conv_span(file: FileId, s: YSpan) -> Span {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The files [`parse`] parsed on this thread, in order (tests count parses).
+    pub(crate) static PARSED: std::cell::RefCell<Vec<FileId>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Parses YAML text into a JSON value and the spans of every value.
 ///
 /// # Errors
@@ -236,6 +243,8 @@ pub fn parse(
     file: FileId,
     limits: &Limits,
 ) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
+    #[cfg(test)]
+    PARSED.with(|p| p.borrow_mut().push(file));
     if text.len() > limits.max_bytes {
         return Err(vec![Diagnostic::new(
             Code::TooLarge,

@@ -61,6 +61,12 @@ impl RefParts {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many nodes [`node`] checked on this thread.
+    pub(crate) static NODE_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The reference checks, by part.
 pub(super) fn parts(ls: &LoadedSpec, opts: &Options) -> RefParts {
     let spec = &ls.spec;
@@ -208,6 +214,8 @@ pub(super) fn output(ls: &LoadedSpec) -> Vec<Diagnostic> {
 /// One node's kind-specific reference checks (model, retriever, tool, fields of
 /// other kinds).
 pub(super) fn node(ls: &LoadedSpec, name: &str) -> Vec<Diagnostic> {
+    #[cfg(test)]
+    NODE_CHECKS.with(|c| c.set(c.get() + 1));
     let mut diags = Vec::new();
     if let Some(node) = ls.spec.nodes.get(name) {
         crate::runtime::kinds::check_refs(ls, name, node, &mut diags);
