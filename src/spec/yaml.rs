@@ -209,6 +209,9 @@ enum Frame {
     },
     Map {
         entries: Vec<(String, Span, Node)>,
+        /// The keys of `entries`, each with its first key span (duplicate keys are
+        /// found in constant time: a mapping of N keys is read in O(N), not O(N²)).
+        keys: std::collections::HashMap<String, Span>,
         key: Option<(String, Span)>,
         start: Span,
         anchor: usize,
@@ -344,6 +347,7 @@ pub fn parse(
                 }
                 stack.push(Frame::Map {
                     entries: Vec::new(),
+                    keys: std::collections::HashMap::new(),
                     key: None,
                     start: span,
                     anchor,
@@ -448,7 +452,9 @@ pub fn parse(
         match stack.last_mut() {
             None => root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, key, .. }) => match key.take() {
+            Some(Frame::Map {
+                entries, keys, key, ..
+            }) => match key.take() {
                 None => match &node.kind {
                     Kind::Scalar(v) => {
                         let k = match v {
@@ -456,7 +462,7 @@ pub fn parse(
                             Value::Null => "null".to_string(),
                             other => other.to_string(),
                         };
-                        if let Some((_, first, _)) = entries.iter().find(|(ek, _, _)| *ek == k) {
+                        if let Some(first) = keys.get(&k) {
                             diags.push(
                                 Diagnostic::new(Code::DuplicateKey, format!("duplicate key `{k}`"))
                                     .at(Some(node.span))
@@ -478,7 +484,10 @@ pub fn parse(
                         *key = Some((format!("\u{0}bad{}", entries.len()), node.span));
                     }
                 },
-                Some((k, kspan)) => entries.push((k, kspan, node)),
+                Some((k, kspan)) => {
+                    keys.entry(k.clone()).or_insert(kspan);
+                    entries.push((k, kspan, node));
+                }
             },
         }
     }
