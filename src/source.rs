@@ -120,6 +120,15 @@ impl Sources {
         v
     }
 
+    /// What [`Sources::memo`] computed for (`file`, `kind`), if it did.
+    pub fn memoized<T: Clone + 'static>(&self, file: FileId, kind: &'static str) -> Option<T> {
+        self.memo
+            .0
+            .get(&(file, kind))
+            .and_then(|b| b.downcast_ref::<T>())
+            .cloned()
+    }
+
     /// Finds an already loaded file by path.
     pub fn find(&self, path: &Path) -> Option<FileId> {
         self.by_path.get(path).and_then(|ids| ids.first().copied())

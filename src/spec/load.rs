@@ -330,8 +330,16 @@ fn load_spec_file(
     file: FileId,
     sources: &mut Sources,
 ) -> Result<LoadedSpec, Vec<Diagnostic>> {
-    let parsed = parsed_yaml(file, sources);
-    let (mut raw, mut spans) = Result::clone(&parsed)?;
+    // A spec an earlier spec imported was parsed then (and is kept for the other
+    // importers); a spec no import read is parsed here and not kept (its value lives
+    // on in the `LoadedSpec`: keeping a second copy would double the memory).
+    let (mut raw, mut spans) = match sources.memoized::<ParsedYaml>(file, "spec-yaml") {
+        Some(parsed) => Result::clone(&parsed)?,
+        None => {
+            let text = sources.get(file).text.clone();
+            yaml::parse(&text, file, &Limits::default())?
+        }
+    };
     super::imports::expand(&mut raw, &mut spans, file, path, sources)?;
     let spec = typed(&raw, &spans, file)?;
     let dir = path
@@ -362,13 +370,13 @@ fn load_spec_file(
     })
 }
 
-/// A spec file's text parsed as YAML ([`yaml::parse`] with the default limits), once
-/// per file and text in `sources`: a spec that several specs import (or that is
-/// validated and imported) is parsed once per process.
-pub(crate) fn parsed_yaml(
-    file: FileId,
-    sources: &mut Sources,
-) -> std::sync::Arc<Result<(Value, SpanIndex), Vec<Diagnostic>>> {
+/// A spec file's YAML as [`parsed_yaml`] keeps it.
+pub(crate) type ParsedYaml = std::sync::Arc<Result<(Value, SpanIndex), Vec<Diagnostic>>>;
+
+/// An imported spec file's text parsed as YAML ([`yaml::parse`] with the default
+/// limits), once per file and text in `sources`: a spec that several specs import
+/// (and that is then validated itself) is parsed once per process.
+pub(crate) fn parsed_yaml(file: FileId, sources: &mut Sources) -> ParsedYaml {
     sources.memo(file, "spec-yaml", |sources| {
         let text = sources.get(file).text.clone();
         std::sync::Arc::new(yaml::parse(&text, file, &Limits::default()))
