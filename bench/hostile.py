@@ -2,7 +2,8 @@
 """Writes the hostile specs bench/validate.sh measures into the directory given:
 alias_bytes.yaml (one 1 MB scalar aliased 1,000 times), alias_count.yaml (300,000
 aliases), nodes_10000.yaml (10,000 nodes, no aliases), nodes_3000.yaml and
-nodes_3000_variants_3000.yaml (3,000 nodes, without and with 3,000 variants)."""
+nodes_N.yaml and nodes_N_variants_N.yaml for N = 300, 1,000, 3,000 (N nodes, without
+and with N variants that each change one node's update)."""
 import os
 import sys
 
@@ -36,5 +37,6 @@ def chain(nodes, variants):
 
 
 write("nodes_10000.yaml", chain(10000, 0))
-write("nodes_3000.yaml", chain(3000, 0))
-write("nodes_3000_variants_3000.yaml", chain(3000, 3000))
+for n in (300, 1000, 3000):
+    write(f"nodes_{n}.yaml", chain(n, 0))
+    write(f"nodes_{n}_variants_{n}.yaml", chain(n, n))

@@ -56,6 +56,9 @@ pub struct SourceFile {
 #[derive(Debug, Default)]
 pub struct Sources {
     files: Vec<SourceFile>,
+    /// Path → the ids added under it, in order (for [`Sources::find`] and for
+    /// sharing an id when the same file is added again with the same text).
+    by_path: std::collections::HashMap<PathBuf, Vec<FileId>>,
     memo: Memo,
 }
 
@@ -76,13 +79,22 @@ impl Sources {
         Self::default()
     }
 
-    /// Adds a file and returns its id. The same path added twice gets two ids.
+    /// Adds a file and returns its id. The same path added again with the same text
+    /// gets the id it had (so what [`Sources::memo`] derived from it is shared: a spec
+    /// imported by several specs is parsed once per map); with another text, a new id.
     pub fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
+        let path = path.into();
+        let text = text.into();
+        let ids = self.by_path.entry(path.clone()).or_default();
+        if let Some(&id) = ids
+            .iter()
+            .find(|id| *self.files[id.0 as usize].text == *text)
+        {
+            return id;
+        }
         let id = FileId(self.files.len() as u32);
-        self.files.push(SourceFile {
-            path: path.into(),
-            text: text.into(),
-        });
+        ids.push(id);
+        self.files.push(SourceFile { path, text });
         id
     }
 
@@ -108,12 +120,18 @@ impl Sources {
         v
     }
 
+    /// What [`Sources::memo`] computed for (`file`, `kind`), if it did.
+    pub fn memoized<T: Clone + 'static>(&self, file: FileId, kind: &'static str) -> Option<T> {
+        self.memo
+            .0
+            .get(&(file, kind))
+            .and_then(|b| b.downcast_ref::<T>())
+            .cloned()
+    }
+
     /// Finds an already loaded file by path.
     pub fn find(&self, path: &Path) -> Option<FileId> {
-        self.files
-            .iter()
-            .position(|f| f.path == path)
-            .map(|i| FileId(i as u32))
+        self.by_path.get(path).and_then(|ids| ids.first().copied())
     }
 
     /// The file behind an id.
@@ -168,6 +186,26 @@ pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same file added again with the same text keeps its id (so results memoized
+    /// for it are shared); another text, or another path, gets a new one.
+    #[test]
+    fn a_file_added_again_keeps_its_id() {
+        let mut s = Sources::new();
+        let a = s.add("graphs/crag.yaml", "x: 1\n");
+        let b = s.add("graphs/other.yaml", "x: 1\n");
+        assert_eq!(s.add("graphs/crag.yaml", "x: 1\n"), a);
+        let changed = s.add("graphs/crag.yaml", "x: 2\n");
+        assert!(changed != a && changed != b && a != b);
+        assert_eq!(s.add("graphs/crag.yaml", "x: 2\n"), changed);
+        assert_eq!(s.find(Path::new("graphs/crag.yaml")), Some(a));
+        assert_eq!(&*s.get(changed).text, "x: 2\n");
+        let mut n = 0;
+        for id in [a, a, changed] {
+            s.memo(id, "count", |_| n += 1);
+        }
+        assert_eq!(n, 2);
+    }
 
     #[test]
     fn line_col_counts_characters() {

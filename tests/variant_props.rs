@@ -3,7 +3,8 @@
 //! retrievers, `max_visits`, and add nodes), `check_variants` (incremental: only the
 //! parts of the check a variant affects run again) reports exactly what checking every
 //! merged spec in full reports ([`Mode::Full`]): the same codes, messages, spans,
-//! labels and help, in the same order.
+//! labels and help, in the same order — and the in-place patch it merges most
+//! variants with (`overlay::Patcher`) merges the same spec as `overlay::apply`.
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ragloop::spec::load_spec_str;
@@ -11,6 +12,14 @@ use ragloop::spec::source::Sources;
 use ragloop::validate::{check_variants_with, Mode, Options};
 use serde_json::{json, Map, Value};
 use std::path::Path;
+
+/// `x.pipe(f)` = `f(x)` (keeps the catalogue below one expression per arm).
+trait Pipe: Sized {
+    fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
+        f(self)
+    }
+}
+impl<T> Pipe for T {}
 
 /// A tiny deterministic generator (the case is its seed).
 struct Rng(u64);
@@ -164,7 +173,7 @@ fn variant(r: &mut Rng, names: &[String], kinds: &[&str]) -> Value {
     for _ in 0..1 + r.below(3) {
         let k = r.below(names.len());
         let name = &names[k];
-        let (path, value) = match r.below(13) {
+        let (path, value) = match r.below(22) {
             0 | 1 => {
                 let field = r.pick(&["q", "n", "flag", "documents", "grade"]);
                 (
@@ -191,6 +200,54 @@ fn variant(r: &mut Rng, names: &[String], kinds: &[&str]) -> Value {
                 (format!("nodes.{name}"), node(r, kind))
             }
             11 => ("nodes.extra".to_string(), node(r, "update")),
+            // Entries of the sections a variant is patched into in place (and the
+            // faults that send it to the general merge: a path that does not exist,
+            // an entry that does not type, another kind's option).
+            12 => (
+                "retrievers.book".to_string(),
+                r.pick(&[
+                    json!({"kind": "bm25", "corpus": "corpus", "top_k": 5}),
+                    json!({"kind": "bm25", "corpus": "corpus", "embedding": "m"}),
+                    json!({"kind": "bm25", "corpus": "corpus", "top_k": 0}),
+                    json!({"kind": "nope", "corpus": "corpus"}),
+                ]),
+            ),
+            13 => (
+                r.pick(&["models.m.provider", "models.m.temperature", "models.m2"]),
+                r.pick(&[
+                    json!("scripted"),
+                    json!("nope"),
+                    json!(3),
+                    json!({"provider": "scripted"}),
+                ]),
+            )
+                .pipe(|(p, v)| (p.to_string(), v)),
+            14 if kinds[k] == "llm" => (
+                format!("nodes.{name}.model"),
+                json!(r.pick(&["m", "m2", "nope"])),
+            ),
+            15 => (
+                format!("nodes.{name}.kind"),
+                json!(r.pick(&["update", "bogus"])),
+            ),
+            16 => (
+                r.pick(&["nodes.missing.update.q", "tools.t.top_k", "edges.n0.x"])
+                    .to_string(),
+                json!("q"),
+            ),
+            17 => (
+                r.pick(&["edges.extra", "edges.n0"]).to_string(),
+                edge(r, names, k),
+            ),
+            18 if kinds[k] == "retrieve" => (
+                format!("nodes.{name}.retriever"),
+                json!(r.pick(&["book", "nope"])),
+            ),
+            19 => (
+                format!("nodes.{name}.update"),
+                r.pick(&[json!({"q": "'x'"}), json!({"n": "'three'"}), json!("nope")]),
+            ),
+            20 => (format!("nodes.{name}.unknown_key"), json!(1)),
             _ => (
                 "state.reducers.n".to_string(),
                 json!(r.pick(&["add", "append", "replace"])),
@@ -271,20 +328,26 @@ fn fixture_dir() -> tempfile::TempDir {
     dir
 }
 
+/// The diagnostics of `check_variants_with` in `mode`, then each variant's merged
+/// spec as `each` saw it (its name, raw value and typed spec: the in-place patch of
+/// `Mode::Incremental` must merge exactly what `overlay::apply` merges).
 fn diagnostics(path: &Path, text: &str, mode: Mode) -> Option<Vec<String>> {
     let mut sources = Sources::new();
     let loaded = load_spec_str(path, text, &mut sources).ok()?;
     let opts = Options {
         no_environment: true,
     };
-    let checked = check_variants_with(loaded, &mut sources, &opts, mode, |_| {});
-    Some(
-        checked
-            .diagnostics
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect(),
-    )
+    let mut merged = Vec::new();
+    let checked = check_variants_with(loaded, &mut sources, &opts, mode, |m| {
+        merged.push(format!("merged {:?}: {} {:?}", m.variant, m.raw, m.spec))
+    });
+    let mut out: Vec<String> = checked
+        .diagnostics
+        .iter()
+        .map(|d| format!("{d:?}"))
+        .collect();
+    out.extend(merged);
+    Some(out)
 }
 
 #[test]

@@ -200,13 +200,25 @@ pub fn compile_in(
         .into_iter()
         .map(str::to_string)
         .collect();
+    // A variant's files can differ from the base spec's only under its `set` paths.
+    let set_paths: std::collections::HashMap<String, Vec<String>> = loaded
+        .spec
+        .variants
+        .iter()
+        .map(|(name, v)| (name.clone(), v.set.keys().cloned().collect()))
+        .collect();
     let checked = validate::check_variants_with(
         loaded,
         &mut sources,
         &vopts,
         validate::Mode::Incremental,
         |merged| {
-            for rel in merged.input_rels() {
+            let paths = merged
+                .variant
+                .as_ref()
+                .and_then(|v| set_paths.get(v))
+                .map_or(&[][..], Vec::as_slice);
+            for rel in merged.input_rels_under(paths.iter().map(String::as_str)) {
                 if seen.insert(rel.to_string()) {
                     if let Ok(p) = merged.resolve(rel, None) {
                         files.insert(p);
@@ -530,6 +542,40 @@ mod tests {
         CompileOptions {
             no_environment: true,
         }
+    }
+
+    /// Several specs validated in one process (as `ragloop validate graphs/*.yaml`
+    /// does) parse each file once: graphs/crag.yaml, which adaptive, crag-ab and
+    /// single-shot import, and each schema file they share (before: crag.yaml was
+    /// parsed four times, as each import read it into a new file id).
+    #[test]
+    fn specs_validated_together_parse_each_file_once() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs");
+        crate::spec::yaml::PARSED.with(|p| p.borrow_mut().clear());
+        let mut sources = Sources::new();
+        for name in ["adaptive", "crag-ab", "single-shot", "crag"] {
+            let compiled = compile_in(&dir.join(format!("{name}.yaml")), &opts(), sources)
+                .unwrap_or_else(|e| panic!("{name}: {}", e.render()));
+            sources = compiled.sources;
+        }
+        let parsed: Vec<std::path::PathBuf> = crate::spec::yaml::PARSED
+            .with(|p| p.borrow().clone())
+            .into_iter()
+            .map(|f| sources.get(f).path.clone())
+            .collect();
+        let crag = parsed
+            .iter()
+            .filter(|p| p.ends_with("graphs/crag.yaml"))
+            .count();
+        assert_eq!(crag, 1, "graphs/crag.yaml parsed {crag} times: {parsed:?}");
+        let mut distinct = parsed.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            parsed.len(),
+            "a file parsed twice: {parsed:?}"
+        );
     }
 
     #[test]

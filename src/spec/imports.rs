@@ -193,15 +193,15 @@ fn expand_in(
                 continue;
             }
         };
-        let text = sources.get(fid).text.clone();
-        let (mut other, mut other_spans) = match yaml::parse(&text, fid, &limits) {
-            Ok(x) => x,
+        let parsed = super::load::parsed_yaml(fid, sources);
+        let (parsed_raw, parsed_spans) = match &*parsed {
+            Ok((raw, spans)) => (raw, spans),
             Err(ds) => {
-                diags.extend(ds);
+                diags.extend(ds.iter().cloned());
                 continue;
             }
         };
-        match root_of(&other, &target) {
+        match root_of(parsed_raw, &target) {
             Some(r) if r == root => {}
             other_root => {
                 diags.push(
@@ -221,22 +221,32 @@ fn expand_in(
                 continue;
             }
         }
-        stack.push(target.clone());
-        let before = diags.len();
-        expand_in(
-            &mut other,
-            &mut other_spans,
-            fid,
-            &target,
-            root,
-            stack,
-            sources,
-            diags,
-        );
-        stack.pop();
-        if diags.len() > before {
-            continue;
-        }
+        // Only a spec with imports of its own is copied (to expand them); the others
+        // are read where the parse left them.
+        let expanded;
+        let (other, other_spans) = if parsed_raw.get("imports").is_some() {
+            let (mut other, mut other_spans) = (parsed_raw.clone(), parsed_spans.clone());
+            stack.push(target.clone());
+            let before = diags.len();
+            expand_in(
+                &mut other,
+                &mut other_spans,
+                fid,
+                &target,
+                root,
+                stack,
+                sources,
+                diags,
+            );
+            stack.pop();
+            if diags.len() > before {
+                continue;
+            }
+            expanded = (other, other_spans);
+            (&expanded.0, &expanded.1)
+        } else {
+            (parsed_raw, parsed_spans)
+        };
         for (kind, word) in KINDS {
             let Some(Value::Array(names)) = entry.get(*kind) else {
                 continue;
@@ -299,7 +309,7 @@ fn expand_in(
                     );
                 }
                 map.insert(name.to_string(), value);
-                spans.graft(&to, &other_spans, &to, None);
+                spans.graft(&to, other_spans, &to, None);
             }
         }
     }

@@ -124,6 +124,17 @@ pub fn retriever_error(work: &Value, segments: &[String]) -> Option<TypeError> {
     Some((msg, path))
 }
 
+/// True when [`stray_options`] would find nothing in `work` (it copies only the
+/// `retrievers` section).
+pub fn no_stray_options(work: &Value) -> bool {
+    let Some(retrievers) = work.get("retrievers") else {
+        return true;
+    };
+    let mut only = Value::Object(serde_json::Map::new());
+    only["retrievers"] = retrievers.clone();
+    stray_options(&mut only, &SpanIndex::default()).is_empty()
+}
+
 /// Every retriever option that its kind does not take but another kind does: one
 /// [`Code::WrongType`] at the key, and the key removed from `work` so typing goes on.
 /// (A key no kind takes is left to serde: an unknown key, E003.)

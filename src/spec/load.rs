@@ -68,6 +68,51 @@ impl LoadedSpec {
         out
     }
 
+    /// The paths of [`LoadedSpec::input_rels`] that can differ from those of the spec
+    /// this one was merged from by setting `paths` (a variant's `set` paths, dotted):
+    /// the state schema under `state`, a node's files under `nodes.NAME`, a scripted
+    /// model's fixture under `models.NAME`; all of them for `nodes` or `models` whole.
+    /// Costs what the paths name, not the spec's size.
+    pub fn input_rels_under<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> Vec<&str> {
+        use crate::spec::types::{Provider, SchemaRef, TemplateSource};
+        let mut rels: Vec<&str> = Vec::new();
+        for path in paths {
+            let mut seg = path.split('.');
+            match (seg.next(), seg.next()) {
+                (Some("nodes" | "models"), None) => return self.input_rels(),
+                (Some("state"), _) => {
+                    if let SchemaRef::File(f) = &self.spec.state.schema {
+                        rels.push(f);
+                    }
+                }
+                (Some("nodes"), Some(name)) => {
+                    let Some(l) = self.spec.nodes.get(name).and_then(|n| n.llm()) else {
+                        continue;
+                    };
+                    for t in std::iter::once(&l.prompt.user).chain(l.prompt.system.as_ref()) {
+                        if let TemplateSource::File(f) = t {
+                            rels.push(&f.file);
+                        }
+                    }
+                    if let Some(SchemaRef::File(f)) = &l.schema {
+                        rels.push(f);
+                    }
+                }
+                (Some("models"), Some(name)) => {
+                    if let Some(m) = self.spec.models.get(name) {
+                        if m.provider == Provider::Scripted {
+                            if let Some(f) = m.params.get("file").and_then(Value::as_str) {
+                                rels.push(f);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        rels
+    }
+
     /// The paths of [`LoadedSpec::input_files`] but the spec's own, as written
     /// (relative to the root, not resolved: no file system access).
     pub fn input_rels(&self) -> Vec<&str> {
@@ -285,9 +330,16 @@ fn load_spec_file(
     file: FileId,
     sources: &mut Sources,
 ) -> Result<LoadedSpec, Vec<Diagnostic>> {
-    let limits = Limits::default();
-    let text = sources.get(file).text.clone();
-    let (mut raw, mut spans) = yaml::parse(&text, file, &limits)?;
+    // A spec an earlier spec imported was parsed then (and is kept for the other
+    // importers); a spec no import read is parsed here and not kept (its value lives
+    // on in the `LoadedSpec`: keeping a second copy would double the memory).
+    let (mut raw, mut spans) = match sources.memoized::<ParsedYaml>(file, "spec-yaml") {
+        Some(parsed) => Result::clone(&parsed)?,
+        None => {
+            let text = sources.get(file).text.clone();
+            yaml::parse(&text, file, &Limits::default())?
+        }
+    };
     super::imports::expand(&mut raw, &mut spans, file, path, sources)?;
     let spec = typed(&raw, &spans, file)?;
     let dir = path
@@ -316,6 +368,25 @@ fn load_spec_file(
         root,
         variant: None,
     })
+}
+
+/// A spec file's YAML as [`parsed_yaml`] keeps it.
+pub(crate) type ParsedYaml = std::sync::Arc<Result<(Value, SpanIndex), Vec<Diagnostic>>>;
+
+/// An imported spec file's text parsed as YAML ([`yaml::parse`] with the default
+/// limits), once per file and text in `sources`: a spec that several specs import
+/// (and that is then validated itself) is parsed once per process.
+pub(crate) fn parsed_yaml(file: FileId, sources: &mut Sources) -> ParsedYaml {
+    sources.memo(file, "spec-yaml", |sources| {
+        let text = sources.get(file).text.clone();
+        std::sync::Arc::new(yaml::parse(&text, file, &Limits::default()))
+    })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many whole specs [`typed`] typed on this thread.
+    pub(crate) static TYPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 static ALLOW_OUTSIDE_ROOT: std::sync::atomic::AtomicBool =
@@ -375,6 +446,8 @@ fn confine_root(root: &Path, spec_dir: &Path, root_rel: &str) -> Result<(), Diag
 /// # Errors
 /// Version and typing diagnostics, located through `spans`.
 pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<Diagnostic>> {
+    #[cfg(test)]
+    TYPED.with(|c| c.set(c.get() + 1));
     let Some(obj) = raw.as_object() else {
         return Err(vec![Diagnostic::new(
             Code::WrongType,
@@ -405,6 +478,13 @@ pub fn typed(raw: &Value, spans: &SpanIndex, file: FileId) -> Result<Spec, Vec<D
             .at(spans.value("/version"))])
         }
         _ => {}
+    }
+    // The common case, a spec that types: no copy of the value (a copy is made only
+    // to cut faulty entries out, below).
+    if super::kinds::no_stray_options(raw) {
+        if let Ok(spec) = serde_path_to_error::deserialize::<_, Spec>(raw) {
+            return Ok(spec);
+        }
     }
     let mut work = raw.clone();
     // Options of another retriever kind, in the spec's words (removed from `work`).

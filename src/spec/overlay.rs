@@ -109,6 +109,224 @@ pub fn apply(base: &LoadedSpec, name: &str) -> Result<LoadedSpec, Vec<Diagnostic
     })
 }
 
+/// The sections whose entries [`Patcher`] re-types one by one.
+const SECTIONS: [&str; 5] = ["nodes", "edges", "models", "retrievers", "tools"];
+
+/// One typed entry of a [`SECTIONS`] map.
+#[derive(Debug)]
+enum Entry {
+    Node(super::types::NodeSpec),
+    Edge(super::types::Edge),
+    Model(super::types::ModelSpec),
+    Retriever(super::retriever::RetrieverSpec),
+    Tool(super::types::ToolSpec),
+}
+
+/// What a patch replaced in one entry, to put back.
+#[derive(Debug)]
+struct Saved {
+    section: &'static str,
+    name: String,
+    /// The entry's value before (`None`: the variant added it).
+    raw: Option<Value>,
+    /// Whether the typed entry was replaced, and the one before (`None`: added).
+    typed: Option<Option<Entry>>,
+}
+
+/// Variants applied in place to one working copy of a spec, and undone: what
+/// [`apply`] merges, at the cost of the entries a variant changes rather than of the
+/// whole spec (`check_variants` checks 3,000 variants of a 3,000-node spec so).
+///
+/// [`Patcher::apply`] takes a variant whose every `set` path lies inside an entry of
+/// `nodes`, `edges`, `models`, `retrievers` or `tools` (`nodes.grade.prompt.user`,
+/// `retrievers.book`): it sets the values into the working copy's raw value, grafts
+/// their spans, and types again only the entries changed. The merged spec is then
+/// exactly [`apply`]'s: the raw value and spans are made by the same steps, and a
+/// spec's typing is that of its entries (serde derives, no check across entries;
+/// retriever options of another kind are looked for in the changed entries). Any
+/// other variant, or one whose path or typing fails, is left to [`apply`] (which
+/// reports the faults), with the copy unchanged.
+#[derive(Debug)]
+pub struct Patcher {
+    work: LoadedSpec,
+    saved: Vec<Saved>,
+}
+
+impl Patcher {
+    /// A working copy of `base` without its variants (as [`apply`] merges them).
+    pub fn new(base: &LoadedSpec) -> Patcher {
+        let mut spec = base.spec.clone();
+        spec.variants = indexmap::IndexMap::new();
+        Patcher {
+            work: LoadedSpec {
+                path: base.path.clone(),
+                file: base.file,
+                raw: without_variants(&base.raw),
+                spans: base.spans.clone(),
+                spec,
+                root: base.root.clone(),
+                variant: None,
+            },
+            saved: Vec::new(),
+        }
+    }
+
+    /// Applies variant `name` of `base` (the spec this patcher was made from) in
+    /// place and returns the merged spec (`variant` set), or `None` when the variant
+    /// needs [`apply`] (see the type's docs); nothing is left changed then. Call
+    /// [`Patcher::undo`] before the next variant.
+    pub fn apply(&mut self, base: &LoadedSpec, name: &str) -> Option<&LoadedSpec> {
+        let variant = base.spec.variants.get(name)?;
+        let fits = variant.set.keys().all(|path| {
+            let mut seg = path.split('.');
+            matches!((seg.next(), seg.next()), (Some(s), Some(_)) if SECTIONS.contains(&s))
+                && path.split('.').all(|s| !s.is_empty())
+        });
+        if !fits || !overlapping(&variant.set).is_empty() {
+            return None;
+        }
+        let mut ok = true;
+        for (path, value) in &variant.set {
+            let segments: Vec<&str> = path.split('.').collect();
+            if !self.save(segments[0], segments[1])
+                || set_path(&mut self.work.raw, &segments, value.clone()).is_err()
+            {
+                ok = false;
+                break;
+            }
+            let set_ptr = format!(
+                "{}/{}",
+                pointer(&["variants", name, "set"]),
+                escape_segment(path)
+            );
+            let at = base.spans.key(&set_ptr);
+            self.work
+                .spans
+                .graft(&pointer(&segments), &base.spans, &set_ptr, at);
+        }
+        if !ok || !self.retype() {
+            self.undo(base);
+            return None;
+        }
+        self.work.variant = Some(name.to_string());
+        Some(&self.work)
+    }
+
+    /// Puts back what the last [`Patcher::apply`] changed.
+    pub fn undo(&mut self, base: &LoadedSpec) {
+        while let Some(s) = self.saved.pop() {
+            if let Some(Value::Object(map)) = self.work.raw.get_mut(s.section) {
+                match s.raw {
+                    Some(v) => {
+                        map.insert(s.name.clone(), v);
+                    }
+                    None => {
+                        map.shift_remove(&s.name);
+                    }
+                }
+            }
+            if let Some(old) = s.typed {
+                self.put(s.section, &s.name, old);
+            }
+        }
+        self.work.spans = base.spans.clone();
+        self.work.variant = None;
+    }
+
+    /// Remembers the entry `section.name` before its first change; false when the
+    /// section is not a mapping (then [`apply`] handles the variant).
+    fn save(&mut self, section: &str, name: &str) -> bool {
+        let Some(section) = SECTIONS.iter().copied().find(|s| *s == section) else {
+            return false;
+        };
+        let Some(Value::Object(map)) = self.work.raw.get(section) else {
+            return false;
+        };
+        if !self
+            .saved
+            .iter()
+            .any(|s| s.section == section && s.name == name)
+        {
+            self.saved.push(Saved {
+                section,
+                name: name.to_string(),
+                raw: map.get(name).cloned(),
+                typed: None,
+            });
+        }
+        true
+    }
+
+    /// Types every changed entry again; false when one does not type (the typed spec
+    /// is then partly replaced: [`Patcher::undo`] restores it).
+    fn retype(&mut self) -> bool {
+        for i in 0..self.saved.len() {
+            let (section, name) = (self.saved[i].section, self.saved[i].name.clone());
+            let Some(value) = self.work.raw.get(section).and_then(|m| m.get(&name)) else {
+                return false;
+            };
+            let Some(entry) = type_entry(section, &name, value) else {
+                return false;
+            };
+            let old = self.put(section, &name, Some(entry));
+            self.saved[i].typed = Some(old);
+        }
+        true
+    }
+
+    /// Sets (or, with `None`, removes) a typed entry; returns the one it replaces.
+    fn put(&mut self, section: &str, name: &str, entry: Option<Entry>) -> Option<Entry> {
+        macro_rules! swap {
+            ($map:expr, $variant:ident) => {
+                match entry {
+                    Some(Entry::$variant(e)) => {
+                        $map.insert(name.to_string(), e).map(Entry::$variant)
+                    }
+                    _ => $map.shift_remove(name).map(Entry::$variant),
+                }
+            };
+        }
+        let spec = &mut self.work.spec;
+        match section {
+            "nodes" => swap!(spec.nodes, Node),
+            "edges" => swap!(spec.edges, Edge),
+            "models" => swap!(spec.models, Model),
+            "retrievers" => swap!(spec.retrievers, Retriever),
+            _ => swap!(spec.tools, Tool),
+        }
+    }
+}
+
+/// An entry of `section` typed as the whole spec's typing would type it (`None` when
+/// it does not type, or, for a retriever, holds another kind's option).
+fn type_entry(section: &str, name: &str, value: &Value) -> Option<Entry> {
+    use serde::Deserialize;
+    match section {
+        "nodes" => super::types::NodeSpec::deserialize(value)
+            .ok()
+            .map(Entry::Node),
+        "edges" => super::types::Edge::deserialize(value).ok().map(Entry::Edge),
+        "models" => super::types::ModelSpec::deserialize(value)
+            .ok()
+            .map(Entry::Model),
+        "retrievers" => {
+            let mut only = serde_json::Map::new();
+            only.insert(name.to_string(), value.clone());
+            let mut wrapped = serde_json::Map::new();
+            wrapped.insert("retrievers".to_string(), Value::Object(only));
+            if !super::kinds::no_stray_options(&Value::Object(wrapped)) {
+                return None;
+            }
+            super::retriever::RetrieverSpec::deserialize(value)
+                .ok()
+                .map(Entry::Retriever)
+        }
+        _ => super::types::ToolSpec::deserialize(value)
+            .ok()
+            .map(Entry::Tool),
+    }
+}
+
 /// The spec's value without its `variants` section. A variant cannot change that
 /// section (E060), and typing it again for every variant made validation quadratic
 /// in the number of variants; the merged spec's `variants` is therefore empty (the

@@ -88,8 +88,12 @@ fn subtree<'a>(
 }
 
 /// Escapes one JSON pointer segment (`~` → `~0`, `/` → `~1`).
-pub fn escape_segment(seg: &str) -> String {
-    seg.replace('~', "~0").replace('/', "~1")
+pub fn escape_segment(seg: &str) -> std::borrow::Cow<'_, str> {
+    if seg.contains(['~', '/']) {
+        std::borrow::Cow::Owned(seg.replace('~', "~0").replace('/', "~1"))
+    } else {
+        std::borrow::Cow::Borrowed(seg)
+    }
 }
 
 /// Builds a JSON pointer from segments.
@@ -205,6 +209,9 @@ enum Frame {
     },
     Map {
         entries: Vec<(String, Span, Node)>,
+        /// The keys of `entries`, each with its first key span (duplicate keys are
+        /// found in constant time: a mapping of N keys is read in O(N), not O(N²)).
+        keys: std::collections::HashMap<String, Span>,
         key: Option<(String, Span)>,
         start: Span,
         anchor: usize,
@@ -221,6 +228,13 @@ fn conv_span(file: FileId, s: YSpan) -> Span {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The files [`parse`] parsed on this thread, in order (tests count parses).
+    pub(crate) static PARSED: std::cell::RefCell<Vec<FileId>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Parses YAML text into a JSON value and the spans of every value.
 ///
 /// # Errors
@@ -232,6 +246,8 @@ pub fn parse(
     file: FileId,
     limits: &Limits,
 ) -> Result<(Value, SpanIndex), Vec<Diagnostic>> {
+    #[cfg(test)]
+    PARSED.with(|p| p.borrow_mut().push(file));
     if text.len() > limits.max_bytes {
         return Err(vec![Diagnostic::new(
             Code::TooLarge,
@@ -331,6 +347,7 @@ pub fn parse(
                 }
                 stack.push(Frame::Map {
                     entries: Vec::new(),
+                    keys: std::collections::HashMap::new(),
                     key: None,
                     start: span,
                     anchor,
@@ -435,7 +452,9 @@ pub fn parse(
         match stack.last_mut() {
             None => root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, key, .. }) => match key.take() {
+            Some(Frame::Map {
+                entries, keys, key, ..
+            }) => match key.take() {
                 None => match &node.kind {
                     Kind::Scalar(v) => {
                         let k = match v {
@@ -443,7 +462,7 @@ pub fn parse(
                             Value::Null => "null".to_string(),
                             other => other.to_string(),
                         };
-                        if let Some((_, first, _)) = entries.iter().find(|(ek, _, _)| *ek == k) {
+                        if let Some(first) = keys.get(&k) {
                             diags.push(
                                 Diagnostic::new(Code::DuplicateKey, format!("duplicate key `{k}`"))
                                     .at(Some(node.span))
@@ -465,7 +484,10 @@ pub fn parse(
                         *key = Some((format!("\u{0}bad{}", entries.len()), node.span));
                     }
                 },
-                Some((k, kspan)) => entries.push((k, kspan, node)),
+                Some((k, kspan)) => {
+                    keys.entry(k.clone()).or_insert(kspan);
+                    entries.push((k, kspan, node));
+                }
             },
         }
     }
@@ -689,14 +711,11 @@ fn to_json(
     key: Option<Span>,
     index: &mut BTreeMap<String, ValueSpans>,
 ) -> Value {
-    index.insert(
-        ptr.clone(),
-        ValueSpans {
-            key,
-            value: node.span,
-        },
-    );
-    match node.kind {
+    let spans = ValueSpans {
+        key,
+        value: node.span,
+    };
+    let value = match node.kind {
         Kind::Scalar(v) => v,
         Kind::Seq(items) => Value::Array(
             items
@@ -706,7 +725,7 @@ fn to_json(
                 .collect(),
         ),
         Kind::Map(entries) => {
-            let mut map = Map::new();
+            let mut map = Map::with_capacity(entries.len());
             for (k, kspan, n) in entries {
                 let child = format!("{ptr}/{}", escape_segment(&k));
                 let v = to_json(n, child, Some(kspan), index);
@@ -714,7 +733,10 @@ fn to_json(
             }
             Value::Object(map)
         }
-    }
+    };
+    // The pointer is moved in last (its children's were made from it).
+    index.insert(ptr, spans);
+    value
 }
 
 #[cfg(test)]

@@ -6,18 +6,92 @@ use crate::graph::END;
 use crate::retrieval::RetrievalError;
 use crate::spec::types::{Edge, NodeSpec, RetrieveNode, ToolSpec};
 use crate::spec::LoadedSpec;
+use indexmap::IndexMap;
 
 /// The variant name `ragloop eval` uses for the spec without any variant.
 const RESERVED_VARIANT: &str = "base";
 
-/// Runs the reference checks. Returns true when the graph checks can run (entry and
-/// every edge end resolve, branches are well formed).
-pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>) -> bool {
-    let spec = &ls.spec;
-    let before = diags.len();
-    let is_target = |name: &str| name == END || spec.nodes.contains_key(name);
+/// The reference checks' findings, by the part of the spec each reads (so a
+/// variant's check recomputes only the parts its `set` paths touch, see
+/// `variants.rs`). [`RefParts::all`] lists them in the order the check reports them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct RefParts {
+    /// Node names (reserved, malformed): the names and the nodes' key spans.
+    pub names: Vec<Diagnostic>,
+    /// A variant named `base`: the `variants` section.
+    pub variants: Vec<Diagnostic>,
+    /// Entry, edge sources and ends, branch shape, nodes without an edge: the node
+    /// names and key spans, `entry` and `edges`.
+    pub wiring: Vec<Diagnostic>,
+    /// `output` (answer field, fallback nodes): `output`, `name`, the node names.
+    pub output: Vec<Diagnostic>,
+    /// Per node, its kind's reference checks: the node and the models, retrievers
+    /// and tools.
+    pub nodes: IndexMap<String, Vec<Diagnostic>>,
+    /// Ranges of `limits`, retrievers, tools and models.
+    pub ranges: Vec<Diagnostic>,
+    /// Per node, the ranges of its fields: the node.
+    pub node_ranges: IndexMap<String, Vec<Diagnostic>>,
+    /// Corpus directories of retrievers and tools (unless `no_environment`).
+    pub env: Vec<Diagnostic>,
+}
 
+impl RefParts {
+    /// True when the graph checks can run (entry and every edge end resolve,
+    /// branches are well formed).
+    pub fn graph_ok(&self) -> bool {
+        self.names.is_empty() && self.variants.is_empty() && self.wiring.is_empty()
+    }
+
+    /// Every finding, in the order of the check.
+    pub fn all(&self) -> Vec<Diagnostic> {
+        let mut out = self.names.clone();
+        out.extend_from_slice(&self.variants);
+        out.extend_from_slice(&self.wiring);
+        out.extend_from_slice(&self.output);
+        for d in self.nodes.values() {
+            out.extend_from_slice(d);
+        }
+        out.extend_from_slice(&self.ranges);
+        for d in self.node_ranges.values() {
+            out.extend_from_slice(d);
+        }
+        out.extend_from_slice(&self.env);
+        out
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many nodes [`node`] checked on this thread.
+    pub(crate) static NODE_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The reference checks, by part.
+pub(super) fn parts(ls: &LoadedSpec, opts: &Options) -> RefParts {
+    let spec = &ls.spec;
+    let mut p = RefParts {
+        names: names(ls),
+        variants: variants(ls),
+        wiring: wiring(ls),
+        output: output(ls),
+        ranges: ranges(ls),
+        env: env(ls, opts),
+        ..RefParts::default()
+    };
     for name in spec.nodes.keys() {
+        p.nodes.insert(name.clone(), node(ls, name));
+    }
+    for name in spec.nodes.keys() {
+        p.node_ranges.insert(name.clone(), node_ranges(ls, name));
+    }
+    p
+}
+
+/// Reserved and malformed node names.
+pub(super) fn names(ls: &LoadedSpec) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    for name in ls.spec.nodes.keys() {
         if name == END || name == "START" {
             diags.push(
                 Diagnostic::new(
@@ -37,7 +111,13 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
             );
         }
     }
-    if spec.variants.contains_key(RESERVED_VARIANT) {
+    diags
+}
+
+/// A variant named `base`.
+pub(super) fn variants(ls: &LoadedSpec) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    if ls.spec.variants.contains_key(RESERVED_VARIANT) {
         diags.push(
             Diagnostic::new(
                 Code::ReservedName,
@@ -47,6 +127,14 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
             .help("`base` names the spec without any variant (`ragloop eval --variants base,...`); rename this variant"),
         );
     }
+    diags
+}
+
+/// Entry, edges and nodes without an edge.
+pub(super) fn wiring(ls: &LoadedSpec) -> Vec<Diagnostic> {
+    let spec = &ls.spec;
+    let mut diags = Vec::new();
+    let is_target = |name: &str| name == END || spec.nodes.contains_key(name);
     if !spec.nodes.contains_key(&spec.entry) {
         diags.push(
             Diagnostic::new(
@@ -74,7 +162,7 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
                     diags.push(unknown_target(ls, from, to, &["edges", from]));
                 }
             }
-            Edge::Branch(arms) => check_branch(ls, from, arms, diags),
+            Edge::Branch(arms) => check_branch(ls, from, arms, &mut diags),
         }
     }
     for name in spec.nodes.keys() {
@@ -91,8 +179,13 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
             );
         }
     }
-    let graph_ok = diags[before..].is_empty();
+    diags
+}
 
+/// `output`: an answer field, fallback nodes that exist.
+pub(super) fn output(ls: &LoadedSpec) -> Vec<Diagnostic> {
+    let spec = &ls.spec;
+    let mut diags = Vec::new();
     if spec.output.answer.is_none() {
         diags.push(
             Diagnostic::new(
@@ -115,21 +208,36 @@ pub(super) fn check(ls: &LoadedSpec, opts: &Options, diags: &mut Vec<Diagnostic>
             );
         }
     }
-    for (name, node) in &spec.nodes {
-        crate::runtime::kinds::check_refs(ls, name, node, diags);
+    diags
+}
+
+/// One node's kind-specific reference checks (model, retriever, tool, fields of
+/// other kinds).
+pub(super) fn node(ls: &LoadedSpec, name: &str) -> Vec<Diagnostic> {
+    #[cfg(test)]
+    NODE_CHECKS.with(|c| c.set(c.get() + 1));
+    let mut diags = Vec::new();
+    if let Some(node) = ls.spec.nodes.get(name) {
+        crate::runtime::kinds::check_refs(ls, name, node, &mut diags);
     }
-    check_ranges(ls, diags);
+    diags
+}
+
+/// Corpus directories exist (unless `no_environment`).
+pub(super) fn env(ls: &LoadedSpec, opts: &Options) -> Vec<Diagnostic> {
+    let spec = &ls.spec;
+    let mut diags = Vec::new();
     if !opts.no_environment {
         for (name, r) in &spec.retrievers {
-            check_corpus(ls, r.corpus(), &["retrievers", name, "corpus"], diags);
+            check_corpus(ls, r.corpus(), &["retrievers", name, "corpus"], &mut diags);
         }
         for (name, t) in &spec.tools {
             if let ToolSpec::Corpus { corpus, .. } = t {
-                check_corpus(ls, corpus, &["tools", name, "corpus"], diags);
+                check_corpus(ls, corpus, &["tools", name, "corpus"], &mut diags);
             }
         }
     }
-    graph_ok
+    diags
 }
 
 fn check_corpus(ls: &LoadedSpec, corpus: &str, at: &[&str], diags: &mut Vec<Diagnostic>) {
@@ -282,24 +390,11 @@ pub(crate) use crate::jinja::suggest;
 
 /// Numeric ranges the spec schema documents and serde cannot express: a value outside
 /// its range is [`Code::WrongType`] at the value.
-fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
+pub(super) fn ranges(ls: &LoadedSpec) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
     let spec = &ls.spec;
     let mut out_of = |at: Vec<String>, value: f64, min: f64, max: Option<f64>| {
-        let too_low = value < min;
-        let too_high = max.is_some_and(|m| value > m);
-        if too_low || too_high {
-            let range = match max {
-                Some(m) => format!("between {min} and {m}"),
-                None => format!("at least {min}"),
-            };
-            diags.push(
-                Diagnostic::new(
-                    Code::WrongType,
-                    format!("`{}` is {value}; it must be {range}", at.join(".")),
-                )
-                .at(ls.span(&at)),
-            );
-        }
+        out_of_range(ls, &mut diags, at, value, min, max)
     };
     let path = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     out_of(
@@ -383,39 +478,78 @@ fn check_ranges(ls: &LoadedSpec, diags: &mut Vec<Diagnostic>) {
             );
         }
     }
-    for (name, node) in &spec.nodes {
-        if let Some(v) = node.max_visits() {
+    diags
+}
+
+/// The ranges of one node's fields (`max_visits`, `top_k`, `repair_attempts`,
+/// `concurrency`).
+pub(super) fn node_ranges(ls: &LoadedSpec, name: &str) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let Some(node) = ls.spec.nodes.get(name) else {
+        return diags;
+    };
+    let mut out_of = |at: Vec<String>, value: f64, min: f64, max: Option<f64>| {
+        out_of_range(ls, &mut diags, at, value, min, max)
+    };
+    let path = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    if let Some(v) = node.max_visits() {
+        out_of(
+            path(&["nodes", name, "max_visits"]),
+            f64::from(v),
+            1.0,
+            None,
+        );
+    }
+    if let NodeSpec::Retrieve(RetrieveNode { top_k: Some(k), .. }) = node {
+        out_of(
+            path(&["nodes", name, "top_k"]),
+            f64::from(*k),
+            1.0,
+            Some(1000.0),
+        );
+    }
+    if let Some(call) = node.llm() {
+        out_of(
+            path(&["nodes", name, "repair_attempts"]),
+            f64::from(call.repair_attempts),
+            0.0,
+            Some(10.0),
+        );
+        if let Some(c) = call.concurrency {
             out_of(
-                path(&["nodes", name, "max_visits"]),
-                f64::from(v),
+                path(&["nodes", name, "concurrency"]),
+                f64::from(c),
                 1.0,
-                None,
+                Some(256.0),
             );
         }
-        if let NodeSpec::Retrieve(RetrieveNode { top_k: Some(k), .. }) = node {
-            out_of(
-                path(&["nodes", name, "top_k"]),
-                f64::from(*k),
-                1.0,
-                Some(1000.0),
-            );
-        }
-        if let Some(call) = node.llm() {
-            out_of(
-                path(&["nodes", name, "repair_attempts"]),
-                f64::from(call.repair_attempts),
-                0.0,
-                Some(10.0),
-            );
-            if let Some(c) = call.concurrency {
-                out_of(
-                    path(&["nodes", name, "concurrency"]),
-                    f64::from(c),
-                    1.0,
-                    Some(256.0),
-                );
-            }
-        }
+    }
+    diags
+}
+
+/// Pushes [`Code::WrongType`] at `at` when `value` is below `min` or above `max`.
+fn out_of_range(
+    ls: &LoadedSpec,
+    diags: &mut Vec<Diagnostic>,
+    at: Vec<String>,
+    value: f64,
+    min: f64,
+    max: Option<f64>,
+) {
+    let too_low = value < min;
+    let too_high = max.is_some_and(|m| value > m);
+    if too_low || too_high {
+        let range = match max {
+            Some(m) => format!("between {min} and {m}"),
+            None => format!("at least {min}"),
+        };
+        diags.push(
+            Diagnostic::new(
+                Code::WrongType,
+                format!("`{}` is {value}; it must be {range}", at.join(".")),
+            )
+            .at(ls.span(&at)),
+        );
     }
 }
 

@@ -12,6 +12,7 @@ use crate::spec::yaml::{self, Limits, SpanIndex};
 use crate::spec::LoadedSpec;
 use indexmap::IndexMap;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A schema loaded from a file or inline, with where its values came from.
 #[derive(Clone, Debug)]
@@ -54,6 +55,16 @@ pub fn load_schema(
     at: &[&str],
     sources: &mut Sources,
 ) -> Result<LoadedSchema, Vec<Diagnostic>> {
+    load_shared(ls, sref, at, sources).map(|l| LoadedSchema::clone(&l))
+}
+
+/// [`load_schema`], a file's schema shared with the per-file memo (not copied).
+pub(crate) fn load_shared(
+    ls: &LoadedSpec,
+    sref: &SchemaRef,
+    at: &[&str],
+    sources: &mut Sources,
+) -> Result<Arc<LoadedSchema>, Vec<Diagnostic>> {
     let loaded = match sref {
         SchemaRef::Inline(map) => LoadedSchema {
             schema: Value::Object(map.clone()),
@@ -74,7 +85,7 @@ pub fn load_schema(
             };
             // Parsed and checked once per file, however many variants use it.
             let parsed = sources.memo(file, "schema", |sources| {
-                parse_schema_file(sources, file, rel)
+                parse_schema_file(sources, file, rel).map(Arc::new)
             });
             let loaded = parsed.map_err(|ds| {
                 ds.into_iter()
@@ -85,7 +96,7 @@ pub fn load_schema(
         }
     };
     let place = format!("inline schema at `{}`", at.join("."));
-    check_loaded(loaded, &place)
+    check_loaded(loaded, &place).map(Arc::new)
 }
 
 /// Reads, parses and checks a schema file (memoized per file by [`load_schema`]).
@@ -207,7 +218,7 @@ pub(super) fn check_state(
         fields: IndexMap::new(),
         known: false,
     };
-    match load_schema(ls, &spec.state.schema, &["state", "schema"], sources) {
+    match load_shared(ls, &spec.state.schema, &["state", "schema"], sources) {
         Err(ds) => diags.extend(ds),
         Ok(schema) => {
             let props = schema.schema.get("properties").and_then(Value::as_object);
@@ -314,7 +325,7 @@ pub(super) fn check_node(
     diags: &mut Vec<Diagnostic>,
 ) {
     if let Some(sref) = node.llm().and_then(|call| call.schema.as_ref()) {
-        if let Err(ds) = load_schema(ls, sref, &["nodes", name, "schema"], sources) {
+        if let Err(ds) = load_shared(ls, sref, &["nodes", name, "schema"], sources) {
             diags.extend(ds);
         }
     }
@@ -401,7 +412,9 @@ pub(crate) fn schema_value(
             let v = Value::Object(map.clone());
             (jsonschema::meta::is_valid(&v)).then_some(v)
         }
-        SchemaRef::File(_) => load_schema(ls, sref, at, sources).ok().map(|l| l.schema),
+        SchemaRef::File(_) => load_shared(ls, sref, at, sources)
+            .ok()
+            .map(|l| l.schema.clone()),
     }
 }
 

@@ -49,11 +49,25 @@ impl Scope<'_> {
 /// What the checks of one spec's templates share: the environment, the state and its
 /// type. Built once per spec checked; [`check_node`] and [`check_edges`] take it.
 pub(super) struct Ctx<'s> {
-    env: Environment<'static>,
+    shared: std::rc::Rc<Shared>,
     state: &'s StateInfo,
+}
+
+/// What a [`Ctx`] derives from the state schema once: kept by the base spec's check
+/// and reused by each variant that leaves `state` as it is (the literal checks'
+/// validators are compiled once per field, not once per variant).
+pub(super) struct Shared {
+    env: Environment<'static>,
     state_ty: Ty,
     /// Literal updates against their field's whole schema.
     literals: super::literals::Literals,
+}
+
+impl std::ops::Deref for Ctx<'_> {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 impl<'s> Ctx<'s> {
@@ -65,11 +79,24 @@ impl<'s> Ctx<'s> {
             None
         };
         Ctx {
-            env: jinja::environment(),
+            shared: std::rc::Rc::new(Shared {
+                env: jinja::environment(),
+                state_ty: schema.as_ref().map_or(Ty::Unknown, |v| types::lower(v, v)),
+                literals: super::literals::Literals::new(schema),
+            }),
             state,
-            state_ty: schema.as_ref().map_or(Ty::Unknown, |v| types::lower(v, v)),
-            literals: super::literals::Literals::new(schema),
         }
+    }
+
+    /// A context over `state` made from what [`Ctx::shared`] of a context over the
+    /// same state (and state schema) gave.
+    pub(super) fn with(shared: std::rc::Rc<Shared>, state: &'s StateInfo) -> Ctx<'s> {
+        Ctx { shared, state }
+    }
+
+    /// What this context derived from the state schema, to make another with.
+    pub(super) fn shared(&self) -> std::rc::Rc<Shared> {
+        std::rc::Rc::clone(&self.shared)
     }
 
     fn state_vars(&self, extra: &[(&str, Ty)]) -> Vars {

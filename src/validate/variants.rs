@@ -37,8 +37,12 @@ struct NodeParts {
 /// The findings of one check, by part (before the graph part, which may amend a
 /// predicate's finding, see `arms.rs`).
 pub(super) struct Parts {
+    /// What the templates' context derived from the state schema.
+    shared: std::rc::Rc<templates::Shared>,
     refs_ok: bool,
-    refs: Vec<Diagnostic>,
+    refs: Refs,
+    /// `refs.all()`, once.
+    refs_all: Vec<Diagnostic>,
     state: StateInfo,
     state_diags: Vec<Diagnostic>,
     nodes: IndexMap<String, NodeParts>,
@@ -52,12 +56,190 @@ pub(super) struct Parts {
     topology: Option<Arc<Topology>>,
 }
 
-fn refs_part(ls: &LoadedSpec, opts: &Options) -> (bool, Vec<Diagnostic>) {
-    let mut d = Vec::new();
-    let ok = refs::check(ls, opts, &mut d);
-    models::check(ls, &mut d);
-    retrieval::check(ls, &mut d);
-    (ok, d)
+/// The references part: [`refs::RefParts`], then the models' and the retrieval
+/// checks (which read only `models`, `retrievers` and `tools`).
+struct Refs {
+    parts: refs::RefParts,
+    models: Vec<Diagnostic>,
+    retrieval: Vec<Diagnostic>,
+}
+
+impl Refs {
+    fn of(ls: &LoadedSpec, opts: &Options) -> Refs {
+        let mut r = Refs {
+            parts: refs::parts(ls, opts),
+            models: Vec::new(),
+            retrieval: Vec::new(),
+        };
+        models::check(ls, &mut r.models);
+        retrieval::check(ls, &mut r.retrieval);
+        r
+    }
+
+    fn all(&self) -> Vec<Diagnostic> {
+        let mut out = self.parts.all();
+        out.extend_from_slice(&self.models);
+        out.extend_from_slice(&self.retrieval);
+        out
+    }
+}
+
+/// A variant's references part, as the base spec's with the parts its `set` paths
+/// touch computed again: the names and wiring when nodes are added or replaced whole
+/// or `edges`/`entry` change; each changed node's reference and range checks (every
+/// node's when `models`, `retrievers` or `tools` change: a node's checks read them);
+/// the small spec-wide parts (`output`, the ranges of limits/models/retrievers/tools,
+/// corpora, models, retrieval) always.
+struct RefsDelta<'b> {
+    base: &'b Refs,
+    /// `None`: the base spec's.
+    names: Option<Vec<Diagnostic>>,
+    /// `None`: the base spec's.
+    wiring: Option<Vec<Diagnostic>>,
+    variants: Vec<Diagnostic>,
+    output: Vec<Diagnostic>,
+    ranges: Vec<Diagnostic>,
+    env: Vec<Diagnostic>,
+    models: Vec<Diagnostic>,
+    retrieval: Vec<Diagnostic>,
+    /// The nodes checked again, in the merged spec's order: (references, ranges).
+    nodes: IndexMap<String, (Vec<Diagnostic>, Vec<Diagnostic>)>,
+}
+
+impl<'b> RefsDelta<'b> {
+    fn of(base: &'b Refs, merged: &LoadedSpec, ch: &Changes, opts: &Options) -> RefsDelta<'b> {
+        let structural = ch.all || ch.new_node || ch.top("edges") || ch.top("entry");
+        let every_node = ch.all || ch.top("models") || ch.top("retrievers") || ch.top("tools");
+        let names: Vec<&String> = if every_node {
+            merged.spec.nodes.keys().collect()
+        } else {
+            in_spec_order(merged, &ch.nodes)
+        };
+        let mut models_d = Vec::new();
+        models::check(merged, &mut models_d);
+        let mut retrieval_d = Vec::new();
+        retrieval::check(merged, &mut retrieval_d);
+        RefsDelta {
+            base,
+            names: structural.then(|| refs::names(merged)),
+            wiring: structural.then(|| refs::wiring(merged)),
+            variants: refs::variants(merged),
+            output: refs::output(merged),
+            ranges: refs::ranges(merged),
+            env: refs::env(merged, opts),
+            models: models_d,
+            retrieval: retrieval_d,
+            nodes: names
+                .into_iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        (refs::node(merged, n), refs::node_ranges(merged, n)),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the graph checks can run on the merged spec.
+    fn ok(&self) -> bool {
+        let b = &self.base.parts;
+        self.names.as_ref().unwrap_or(&b.names).is_empty()
+            && self.variants.is_empty()
+            && self.wiring.as_ref().unwrap_or(&b.wiring).is_empty()
+    }
+
+    /// How many of the merged spec's reference findings stop the cycle check, given
+    /// `total`, the base spec's count.
+    fn blocking(&self, total: usize) -> usize {
+        let b = &self.base.parts;
+        let mut old = blocking(&b.variants)
+            + blocking(&b.output)
+            + blocking(&b.ranges)
+            + blocking(&b.env)
+            + blocking(&self.base.models)
+            + blocking(&self.base.retrieval);
+        let mut new = blocking(&self.variants)
+            + blocking(&self.output)
+            + blocking(&self.ranges)
+            + blocking(&self.env)
+            + blocking(&self.models)
+            + blocking(&self.retrieval);
+        if let Some(n) = &self.names {
+            old += blocking(&b.names);
+            new += blocking(n);
+        }
+        if let Some(w) = &self.wiring {
+            old += blocking(&b.wiring);
+            new += blocking(w);
+        }
+        for (name, (r, g)) in &self.nodes {
+            old += b.nodes.get(name).map_or(0, |d| blocking(d))
+                + b.node_ranges.get(name).map_or(0, |d| blocking(d));
+            new += blocking(r) + blocking(g);
+        }
+        total + new - old
+    }
+
+    /// The parts computed again, in the order of the full check (a subsequence of
+    /// [`RefsDelta::all`]; the parts left out are the base spec's, whose findings
+    /// `check_variants` drops from a variant's anyway).
+    fn changed(self) -> Vec<Diagnostic> {
+        let mut out = self.names.unwrap_or_default();
+        out.extend(self.variants);
+        out.extend(self.wiring.unwrap_or_default());
+        out.extend(self.output);
+        for (r, _) in self.nodes.values() {
+            out.extend_from_slice(r);
+        }
+        out.extend(self.ranges);
+        for (_, g) in self.nodes.values() {
+            out.extend_from_slice(g);
+        }
+        out.extend(self.env);
+        out.extend(self.models);
+        out.extend(self.retrieval);
+        out
+    }
+
+    /// Every reference finding of the merged spec, in the order of the full check.
+    fn all(&self, merged: &LoadedSpec) -> Vec<Diagnostic> {
+        let b = &self.base.parts;
+        let empty = Vec::new();
+        let mut out = self.names.as_ref().unwrap_or(&b.names).clone();
+        out.extend_from_slice(&self.variants);
+        out.extend_from_slice(self.wiring.as_ref().unwrap_or(&b.wiring));
+        out.extend_from_slice(&self.output);
+        for n in merged.spec.nodes.keys() {
+            out.extend_from_slice(match self.nodes.get(n) {
+                Some((r, _)) => r,
+                None => b.nodes.get(n).unwrap_or(&empty),
+            });
+        }
+        out.extend_from_slice(&self.ranges);
+        for n in merged.spec.nodes.keys() {
+            out.extend_from_slice(match self.nodes.get(n) {
+                Some((_, g)) => g,
+                None => b.node_ranges.get(n).unwrap_or(&empty),
+            });
+        }
+        out.extend_from_slice(&self.env);
+        out.extend_from_slice(&self.models);
+        out.extend_from_slice(&self.retrieval);
+        out
+    }
+}
+
+/// The names of `set` that are nodes of `merged`, in its order.
+fn in_spec_order<'m>(merged: &'m LoadedSpec, names: &IndexSet<String>) -> Vec<&'m String> {
+    let mut at: Vec<usize> = names
+        .iter()
+        .filter_map(|n| merged.spec.nodes.get_index_of(n))
+        .collect();
+    at.sort_unstable();
+    at.into_iter()
+        .filter_map(|i| merged.spec.nodes.get_index(i).map(|(k, _)| k))
+        .collect()
 }
 
 fn node_part(
@@ -75,7 +257,9 @@ fn node_part(
 
 /// Every part of one spec's check.
 pub(super) fn parts(ls: &LoadedSpec, sources: &mut Sources, opts: &Options) -> Parts {
-    let (refs_ok, refs) = refs_part(ls, opts);
+    let refs = Refs::of(ls, opts);
+    let refs_ok = refs.parts.graph_ok();
+    let refs_all = refs.all();
     let mut state_diags = Vec::new();
     let state = schemas::check_state(ls, sources, &mut state_diags);
     let ctx = templates::Ctx::new(ls, &state, sources);
@@ -85,11 +269,14 @@ pub(super) fn parts(ls: &LoadedSpec, sources: &mut Sources, opts: &Options) -> P
     }
     let mut edges = Vec::new();
     templates::check_edges(&ctx, ls, sources, &mut edges);
+    let shared = ctx.shared();
     drop(ctx);
     let topology = refs_ok.then(|| Arc::new(Topology::build(&ls.spec)));
     let mut p = Parts {
+        shared,
         refs_ok,
         refs,
+        refs_all,
         state,
         state_diags,
         nodes,
@@ -98,7 +285,7 @@ pub(super) fn parts(ls: &LoadedSpec, sources: &mut Sources, opts: &Options) -> P
         cyclic: topology.as_deref().map(cyclic_nodes),
         topology,
     };
-    p.blocking = blocking(&p.refs)
+    p.blocking = blocking(&p.refs_all)
         + blocking(&p.state_diags)
         + p.nodes.values().map(NodeParts::blocking).sum::<usize>()
         + blocking(&p.edges);
@@ -138,7 +325,7 @@ fn cyclic_nodes(topo: &Topology) -> HashSet<String> {
 /// [`Topology`] the graph part ran over (`None` when the references did not resolve).
 pub(super) fn finish(ls: &LoadedSpec, p: &Parts) -> (Vec<Diagnostic>, Option<Arc<Topology>>) {
     let mut all = assemble(
-        &p.refs,
+        &p.refs_all,
         &p.state_diags,
         p.nodes.values().map(|n| (&n.schema, &n.templates)),
         &p.edges,
@@ -234,8 +421,9 @@ pub(super) fn check_variant<'a>(
     opts: &Options,
 ) -> Vec<Diagnostic> {
     let ch = Changes::of(base, paths);
-    // References are cheap and read nearly everything: always again.
-    let (refs_ok, refs) = refs_part(merged, opts);
+    // References: the parts the paths touch (see `RefsDelta`).
+    let refs = RefsDelta::of(&bp.refs, merged, &ch, opts);
+    let refs_ok = refs.ok();
     let fresh_state = ch.all || ch.top("output");
     let mut state_diags = Vec::new();
     let own_state;
@@ -249,21 +437,17 @@ pub(super) fn check_variant<'a>(
     let fresh_nodes: Vec<&String> = if ch.all {
         merged.spec.nodes.keys().collect()
     } else {
-        let mut at: Vec<usize> = ch
-            .nodes
-            .iter()
-            .filter_map(|n| merged.spec.nodes.get_index_of(n))
-            .collect();
-        at.sort_unstable();
-        at.into_iter()
-            .filter_map(|i| merged.spec.nodes.get_index(i).map(|(k, _)| k))
-            .collect()
+        in_spec_order(merged, &ch.nodes)
     };
     let fresh_edges = ch.all || ch.top("edges");
     let mut nodes: IndexMap<&str, NodeParts> = IndexMap::new();
     let mut edges = Vec::new();
     if !fresh_nodes.is_empty() || fresh_edges {
-        let ctx = templates::Ctx::new(merged, state, sources);
+        let ctx = if fresh_state {
+            templates::Ctx::new(merged, state, sources)
+        } else {
+            templates::Ctx::with(std::rc::Rc::clone(&bp.shared), state)
+        };
         for name in &fresh_nodes {
             nodes.insert(name.as_str(), node_part(&ctx, merged, name, sources));
         }
@@ -282,7 +466,8 @@ pub(super) fn check_variant<'a>(
     // run again replaced by theirs (no walk over the unchanged nodes).
     let mut count = bp.blocking as isize;
     let mut swap = |old: usize, new: usize| count += new as isize - old as isize;
-    swap(blocking(&bp.refs), blocking(&refs));
+    let base_refs = blocking(&bp.refs_all);
+    swap(base_refs, refs.blocking(base_refs));
     if fresh_state {
         swap(blocking(&bp.state_diags), blocking(&state_diags));
     }
@@ -312,7 +497,7 @@ pub(super) fn check_variant<'a>(
     // when it runs on one of the two specs only, those findings differ too.
     if graph_again || refs_ok != bp.refs_ok {
         let mut all = assemble(
-            &refs,
+            &refs.all(merged),
             if fresh_state {
                 &state_diags
             } else {
@@ -331,7 +516,7 @@ pub(super) fn check_variant<'a>(
         }
         return all;
     }
-    let mut out = refs;
+    let mut out = refs.changed();
     out.extend(state_diags);
     for p in nodes.values() {
         out.extend_from_slice(&p.schema);
