@@ -195,3 +195,44 @@ fn a_walk_warning_that_went_away_is_not_repeated() {
     );
     assert_eq!(after.skipped, first.skipped - 1, "{after:?}");
 }
+
+#[test]
+fn concurrent_first_builds_of_one_index_build_it_once_and_all_open_it() {
+    let corpus = tempfile::tempdir().expect("corpus");
+    // Enough text that a build takes a while, so the builders overlap.
+    for i in 0..200 {
+        let text = format!(
+            "# Page {i}\n\nOwnership, borrowing and lifetimes, part {i}: {}\n",
+            "values move between bindings and references lend them. ".repeat(40)
+        );
+        write_old(corpus.path(), &format!("p{i}.md"), &text);
+    }
+    let out = tempfile::tempdir().expect("out");
+    let dest = out.path().join("index");
+    let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let builders: Vec<_> = (0..4)
+        .map(|_| {
+            let (root, dest, start) = (corpus.path().to_path_buf(), dest.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                let (index, report) =
+                    Index::open_or_build(&root, Some(&dest), &IndexOptions::default())
+                        .expect("every builder gets a usable index");
+                drop(index);
+                report.reused
+            })
+        })
+        .collect();
+    let reused: Vec<bool> = builders
+        .into_iter()
+        .map(|b| b.join().expect("no panic"))
+        .collect();
+    assert_eq!(
+        reused.iter().filter(|r| !**r).count(),
+        1,
+        "exactly one builder builds, the others reuse its index: {reused:?}"
+    );
+    let (_, again) =
+        Index::open_or_build(corpus.path(), Some(&dest), &IndexOptions::default()).expect("reopen");
+    assert!(again.reused);
+}

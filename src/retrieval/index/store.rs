@@ -225,11 +225,73 @@ impl Index {
                 Existing::Rebuild(note) => notes.extend(note),
             }
         }
+        // One builder at a time per index directory (processes on one cold cache:
+        // eval shards, `serve` beside `run`): the others wait, then reuse its index
+        // instead of swapping theirs over it while it is being opened.
+        let _lock = BuildLock::acquire(&dest)?;
+        if !opts.force {
+            if let Existing::Usable(index, m) =
+                read_existing(&dest, read_manifest(&dest), &scanned.fingerprint)
+            {
+                let m = refresh_stamps(&dest, *m, std::mem::take(&mut scanned.stamps));
+                let skips = Skips {
+                    files: m.skipped_files,
+                };
+                let report = BuildReport {
+                    files: m.files,
+                    chunks: m.chunks,
+                    skipped: m.skipped,
+                    skipped_by_reason: skips.by_reason(),
+                    skipped_files: skips.files,
+                    warnings: m.warnings,
+                    reused: true,
+                    hashed: scanned.hashed,
+                    seconds: started.elapsed().as_secs_f64(),
+                    index_dir: dest,
+                };
+                return Ok((index, report));
+            }
+        }
         let (index, mut report) = build(corpus, &dest, scanned, opts)?;
         notes.append(&mut report.warnings);
         report.warnings = notes;
         report.seconds = started.elapsed().as_secs_f64();
         Ok((index, report))
+    }
+}
+
+/// An exclusive advisory lock on `.{name}.lock` beside an index directory, held
+/// while the index is built, swapped into place and opened; released on drop (and
+/// by the OS when the process dies, so a killed builder never blocks the next).
+struct BuildLock {
+    _file: std::fs::File,
+}
+
+impl BuildLock {
+    /// Blocks until no other process builds `dest`.
+    ///
+    /// # Errors
+    /// [`RetrievalError::Io`] when the lock file cannot be created or locked.
+    fn acquire(dest: &Path) -> Result<BuildLock, RetrievalError> {
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "index".into());
+        std::fs::create_dir_all(&parent).map_err(|e| RetrievalError::io("creating", &parent, e))?;
+        let path = parent.join(format!(".{name}.lock"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| RetrievalError::io("opening the build lock", &path, e))?;
+        file.lock()
+            .map_err(|e| RetrievalError::io("locking", &path, e))?;
+        Ok(BuildLock { _file: file })
     }
 }
 
