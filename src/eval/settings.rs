@@ -188,14 +188,7 @@ impl Settings {
 /// # Errors
 /// The file exists but cannot be read or is not a settings object (message names it).
 pub fn read(dir: &Path) -> Result<Option<Settings>, StoreError> {
-    let path = dir.join(SETTINGS_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|error| StoreError::NotSettings { path, error }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(StoreError::Read { path, error }),
-    }
+    super::store::read_json_file(dir, SETTINGS_FILE)
 }
 
 /// Writes `dir/settings.json` (a temporary file renamed into place).
@@ -203,15 +196,7 @@ pub fn read(dir: &Path) -> Result<Option<Settings>, StoreError> {
 /// # Errors
 /// The file cannot be written (message names it).
 pub fn write(dir: &Path, s: &Settings) -> Result<(), StoreError> {
-    let path = dir.join(SETTINGS_FILE);
-    let tmp = dir.join(format!(".{SETTINGS_FILE}.tmp"));
-    let text = serde_json::to_string_pretty(s)? + "\n";
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|error| {
-            let _ = std::fs::remove_file(&tmp);
-            StoreError::Write { path, error }
-        })
+    super::store::write_json_file(dir, SETTINGS_FILE, s)
 }
 
 #[cfg(test)]

@@ -246,14 +246,7 @@ fn short(h: &str) -> &str {
 /// # Errors
 /// The file exists but cannot be read or is not a manifest (message names it).
 pub fn read(dir: &Path) -> Result<Option<Manifest>, StoreError> {
-    let path = dir.join(MANIFEST_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|error| StoreError::NotSettings { path, error }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(StoreError::Read { path, error }),
-    }
+    super::store::read_json_file(dir, MANIFEST_FILE)
 }
 
 /// Writes `dir/shard.json` (a temporary file renamed into place).
@@ -261,15 +254,7 @@ pub fn read(dir: &Path) -> Result<Option<Manifest>, StoreError> {
 /// # Errors
 /// The file cannot be written (message names it).
 pub fn write(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
-    let path = dir.join(MANIFEST_FILE);
-    let tmp = dir.join(format!(".{MANIFEST_FILE}.tmp"));
-    let text = serde_json::to_string_pretty(m)? + "\n";
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|error| {
-            let _ = std::fs::remove_file(&tmp);
-            StoreError::Write { path, error }
-        })
+    super::store::write_json_file(dir, MANIFEST_FILE, m)
 }
 
 #[cfg(test)]

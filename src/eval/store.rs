@@ -92,8 +92,8 @@ pub enum StoreError {
         /// Why it does not parse.
         message: String,
     },
-    /// settings.json does not hold a settings object.
-    #[error("{}: not a settings file: {error}", path.display())]
+    /// settings.json or shard.json does not hold what ragloop wrote there.
+    #[error("{}: not a ragloop eval {} file: {error}", path.display(), path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())]
     NotSettings {
         /// The file.
         path: PathBuf,
@@ -103,6 +103,46 @@ pub enum StoreError {
     /// A value could not be serialized (never for rows and settings built by ragloop).
     #[error("{0}")]
     Serialize(#[from] serde_json::Error),
+}
+
+/// Reads the JSON file `dir/name` (settings.json, shard.json); `Ok(None)` when it
+/// does not exist.
+///
+/// # Errors
+/// The file exists but cannot be read ([`StoreError::Read`]) or does not hold a `T`
+/// ([`StoreError::NotSettings`]).
+pub(crate) fn read_json_file<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+) -> Result<Option<T>, StoreError> {
+    let path = dir.join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|error| StoreError::NotSettings { path, error }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(StoreError::Read { path, error }),
+    }
+}
+
+/// Writes `value` as pretty JSON to `dir/name` (a temporary file renamed into place).
+///
+/// # Errors
+/// [`StoreError::Write`] naming the file.
+pub(crate) fn write_json_file<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    value: &T,
+) -> Result<(), StoreError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|error| {
+            let _ = std::fs::remove_file(&tmp);
+            StoreError::Write { path, error }
+        })
 }
 
 /// LLM usage of a row, and summed over rows (the summary's `totals`).

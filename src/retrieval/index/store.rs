@@ -185,7 +185,7 @@ impl Index {
                 .collect(),
             Err(_) => Default::default(),
         };
-        let mut scanned = scan(corpus, opts, FORMAT_VERSION, &known);
+        let scanned = scan(corpus, opts, FORMAT_VERSION, &known);
         let left_out = scanned
             .walk_skips
             .files
@@ -204,23 +204,7 @@ impl Index {
         if !opts.force {
             match read_existing(&dest, existing, &scanned.fingerprint) {
                 Existing::Usable(index, m) => {
-                    let m = refresh_stamps(&dest, *m, std::mem::take(&mut scanned.stamps));
-                    let skips = Skips {
-                        files: m.skipped_files,
-                    };
-                    let report = BuildReport {
-                        files: m.files,
-                        chunks: m.chunks,
-                        skipped: m.skipped,
-                        skipped_by_reason: skips.by_reason(),
-                        skipped_files: skips.files,
-                        warnings: m.warnings,
-                        reused: true,
-                        hashed: scanned.hashed,
-                        seconds: started.elapsed().as_secs_f64(),
-                        index_dir: dest,
-                    };
-                    return Ok((index, report));
+                    return Ok(reused(index, *m, dest, scanned, started));
                 }
                 Existing::Rebuild(note) => notes.extend(note),
             }
@@ -233,23 +217,7 @@ impl Index {
             if let Existing::Usable(index, m) =
                 read_existing(&dest, read_manifest(&dest), &scanned.fingerprint)
             {
-                let m = refresh_stamps(&dest, *m, std::mem::take(&mut scanned.stamps));
-                let skips = Skips {
-                    files: m.skipped_files,
-                };
-                let report = BuildReport {
-                    files: m.files,
-                    chunks: m.chunks,
-                    skipped: m.skipped,
-                    skipped_by_reason: skips.by_reason(),
-                    skipped_files: skips.files,
-                    warnings: m.warnings,
-                    reused: true,
-                    hashed: scanned.hashed,
-                    seconds: started.elapsed().as_secs_f64(),
-                    index_dir: dest,
-                };
-                return Ok((index, report));
+                return Ok(reused(index, *m, dest, scanned, started));
             }
         }
         let (index, mut report) = build(corpus, &dest, scanned, opts)?;
@@ -260,11 +228,41 @@ impl Index {
     }
 }
 
+/// The report of an index reused as it is (its stamps refreshed when they moved).
+fn reused(
+    index: Index,
+    m: Manifest,
+    dest: PathBuf,
+    scanned: Scanned,
+    started: Instant,
+) -> (Index, BuildReport) {
+    let m = refresh_stamps(&dest, m, scanned.stamps);
+    let skips = Skips {
+        files: m.skipped_files,
+    };
+    let report = BuildReport {
+        files: m.files,
+        chunks: m.chunks,
+        skipped: m.skipped,
+        skipped_by_reason: skips.by_reason(),
+        skipped_files: skips.files,
+        warnings: m.warnings,
+        reused: true,
+        hashed: scanned.hashed,
+        seconds: started.elapsed().as_secs_f64(),
+        index_dir: dest,
+    };
+    (index, report)
+}
+
 /// An exclusive advisory lock on `.{name}.lock` beside an index directory, held
-/// while the index is built, swapped into place and opened; released on drop (and
-/// by the OS when the process dies, so a killed builder never blocks the next).
+/// while the index is built, swapped into place and opened. The holder removes the
+/// file before it unlocks (so no lock file is left beside the index); a waiter that
+/// then gets the lock of a removed file opens the path again. The OS releases the lock
+/// of a process that dies, so a killed builder never blocks the next.
 struct BuildLock {
-    _file: std::fs::File,
+    file: std::fs::File,
+    path: PathBuf,
 }
 
 impl BuildLock {
@@ -283,16 +281,43 @@ impl BuildLock {
             .unwrap_or_else(|| "index".into());
         std::fs::create_dir_all(&parent).map_err(|e| RetrievalError::io("creating", &parent, e))?;
         let path = parent.join(format!(".{name}.lock"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| RetrievalError::io("opening the build lock", &path, e))?;
-        file.lock()
-            .map_err(|e| RetrievalError::io("locking", &path, e))?;
-        Ok(BuildLock { _file: file })
+        loop {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| RetrievalError::io("opening the build lock", &path, e))?;
+            file.lock()
+                .map_err(|e| RetrievalError::io("locking", &path, e))?;
+            if still_at(&file, &path) {
+                return Ok(BuildLock { file, path });
+            }
+        }
     }
+}
+
+impl Drop for BuildLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
+
+/// Whether the locked `file` is still the one at `path` (the previous holder removes
+/// it before unlocking).
+#[cfg(unix)]
+fn still_at(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn still_at(_file: &std::fs::File, path: &Path) -> bool {
+    path.exists()
 }
 
 /// Builds the index of `scanned` into a temporary sibling of `dest`, then moves it
