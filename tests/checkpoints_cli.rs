@@ -321,6 +321,25 @@ fn a_pause_exits_6_and_a_patched_resume_finishes_the_run() {
         "{}",
         unknown.stderr
     );
+    // A blank question is refused as `run -q ""` is.
+    let blank = run(
+        dir.path(),
+        &[
+            "run",
+            spec_arg,
+            "--thread",
+            "R",
+            "--resume",
+            "--set",
+            "question=\"  \"",
+        ],
+    );
+    assert_eq!(blank.code, Some(2), "{}", blank.stderr);
+    assert!(
+        blank.stderr.contains("the question is empty"),
+        "{}",
+        blank.stderr
+    );
     // A new run on the paused thread is refused too.
     let again = run(
         dir.path(),

@@ -192,7 +192,8 @@ pub enum CheckpointError {
         /// The run number.
         run: u32,
     },
-    /// No location for the default database (no cache dir).
+    /// No location for the default database (no cache dir), or a location that is
+    /// not one (a malformed `postgres://` URL): a usage error.
     #[error("{0}")]
     Unsupported(String),
 }
@@ -267,7 +268,8 @@ pub fn default_path() -> Option<PathBuf> {
 /// SQLite file (created with its directory when absent).
 ///
 /// # Errors
-/// [`CheckpointError::Unsupported`] when there is no cache dir for the default;
+/// [`CheckpointError::Unsupported`] when there is no cache dir for the default or a
+/// `postgres://` URL does not parse;
 /// [`CheckpointError::Store`], [`CheckpointError::TooNew`] from the backend's `open`.
 pub fn open(location: Option<&str>) -> Result<Box<dyn Checkpointer>, CheckpointError> {
     let path = match location {

@@ -135,6 +135,11 @@ impl PostgresCheckpointer {
     /// [`CheckpointError::TooNew`] for a database of a newer ragloop.
     pub fn open(url: &str) -> Result<PostgresCheckpointer, CheckpointError> {
         let shown = redact(url);
+        if let Err(e) = url.parse::<postgres::Config>() {
+            return Err(CheckpointError::Unsupported(format!(
+                "--checkpoints {shown}: not a PostgreSQL connection URL: {e}"
+            )));
+        }
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CheckpointError>>();
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let url = url.to_string();
@@ -434,7 +439,8 @@ impl Checkpointer for PostgresCheckpointer {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{redact, PostgresCheckpointer};
+    use crate::checkpoint::CheckpointError;
 
     #[test]
     fn urls_are_shown_without_their_password() {
@@ -445,5 +451,16 @@ mod tests {
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("postgresql://h/db"), "postgresql://h/db");
         assert_eq!(redact("postgres://u:p:q@h@x/db"), "postgres://u:***@x/db");
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_is_a_usage_error_without_its_password() {
+        let Err(e) = PostgresCheckpointer::open("postgres://u:hunter2@host:notaport/db") else {
+            panic!("a malformed URL opened");
+        };
+        assert!(matches!(e, CheckpointError::Unsupported(_)), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.contains("not a PostgreSQL connection URL"), "{msg}");
+        assert!(!msg.contains("hunter2"), "{msg}");
     }
 }

@@ -93,6 +93,9 @@ pub enum PatchError {
     /// The snapshot's state is not an object (a corrupt checkpoint).
     #[error("the checkpoint's state is not an object")]
     NotAnObject,
+    /// `question` patched to an empty or blank string (refused as `run -q ""` is).
+    #[error("`question`: the question is empty")]
+    EmptyQuestion,
 }
 
 impl Snapshot {
@@ -102,14 +105,18 @@ impl Snapshot {
     ///
     /// # Errors
     /// [`PatchError::UnknownField`] for a field the state schema does not declare,
-    /// [`PatchError::Violation`] when the patched state does not match the schema;
-    /// the snapshot is then unchanged.
+    /// [`PatchError::Violation`] when the patched state does not match the schema,
+    /// [`PatchError::EmptyQuestion`] for a blank `question`; the snapshot is then
+    /// unchanged.
     pub fn patch(
         &mut self,
         program: &Program,
         patch: &[(String, Value)],
     ) -> Result<(), PatchError> {
-        for (field, _) in patch {
+        for (field, value) in patch {
+            if field == "question" && value.as_str().is_some_and(|q| q.trim().is_empty()) {
+                return Err(PatchError::EmptyQuestion);
+            }
             if !program.state_fields.iter().any(|f| f == field) {
                 return Err(PatchError::UnknownField {
                     field: field.clone(),

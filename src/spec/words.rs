@@ -116,7 +116,7 @@ fn expected_words(e: &str, segments: &[String], work: &Value) -> String {
     };
     if integer(e) {
         return match last {
-            "top_k" => format!("{place} must be an integer from 1 to 1000"),
+            "top_k" | "candidates" => format!("{place} must be an integer from 1 to 1000"),
             "max_visits" | "max_steps" => format!("{place} must be an integer, at least 1"),
             _ if e.starts_with('u') => format!("{place} must be a whole number (0 or more)"),
             _ => format!("{place} must be an integer"),
@@ -129,9 +129,34 @@ fn expected_words(e: &str, segments: &[String], work: &Value) -> String {
         "string or map" => "a string or a mapping".into(),
         "map with a single key" => "a mapping with a single key".into(),
         "a boolean" | "bool" => "`true` or `false`".into(),
-        other => other.replace("map", "mapping").replace("sequence", "list"),
+        other => serde_words(other),
     };
     format!("{place}: expected {words}")
+}
+
+/// serde's `map` and `sequence` as whole words become `mapping` and `list` (a text
+/// that already says `mapping` keeps it).
+fn serde_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        out.push_str(match word.as_str() {
+            "map" => "mapping",
+            "sequence" => "list",
+            w => w,
+        });
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 fn describe(segments: &[String]) -> String {
@@ -238,6 +263,33 @@ mod tests {
 
     fn segs(s: &str) -> Vec<String> {
         s.split('.').map(String::from).collect()
+    }
+
+    #[test]
+    fn a_mapping_in_serdes_words_stays_a_mapping_and_candidates_has_its_range() {
+        let w = Value::Null;
+        assert_eq!(
+            rewrite(
+                "invalid type: null, expected a reranker name (`offline`) or a mapping with `kind: tei`",
+                &segs("retrievers.book.rerank.reranker"),
+                &w
+            )
+            .unwrap(),
+            "`retrievers.book.rerank.reranker`: expected a reranker name (`offline`) or a mapping, not null"
+        );
+        assert_eq!(
+            rewrite(
+                "invalid type: string \"twelve\", expected u32",
+                &segs("retrievers.book.rerank.candidates"),
+                &w
+            )
+            .unwrap(),
+            "`retrievers.book.rerank.candidates` must be an integer from 1 to 1000, not the string \"twelve\""
+        );
+        assert_eq!(
+            serde_words("map or sequence, a bitmap"),
+            "mapping or list, a bitmap"
+        );
     }
 
     #[test]
