@@ -37,8 +37,10 @@
 //! # Ok(()) }
 //! ```
 use backon::{ExponentialBuilder, Retryable};
+mod stream;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
+pub use stream::{send_streamed, StreamDecoder};
 
 /// The largest response body read, in bytes (16 MiB). A larger body fails the call
 /// at once with [`HttpError::Permanent`] (not retried: the server would send it
@@ -242,6 +244,67 @@ async fn attempt(
     req: reqwest::RequestBuilder,
     policy: &CallPolicy,
 ) -> Result<HttpResponse, HttpError> {
+    let (resp, content_type) = open(req, policy).await?;
+    let status = resp.status().as_u16();
+    let body = read_body(resp, policy).await?;
+    Ok(HttpResponse {
+        status,
+        body,
+        content_type,
+        attempts: 1,
+    })
+}
+
+/// The failure of a body larger than the policy allows.
+fn too_large(status: u16, policy: &CallPolicy) -> HttpError {
+    HttpError::Permanent {
+        status: Some(status),
+        message: format!(
+            "HTTP {status}: the response body is larger than {} MiB; ragloop does not read it (is this the right server?)",
+            policy.max_body_bytes >> 20
+        ),
+    }
+}
+
+/// The failure of a body read that broke off (`e`), transient.
+fn read_failed(status: u16, e: &reqwest::Error, policy: &CallPolicy) -> HttpError {
+    let secs = policy.timeout.as_secs_f64();
+    let message = if e.is_timeout() {
+        format!("HTTP {status}: body not received within {secs} s (timeout)")
+    } else {
+        format!("HTTP {status}: body cut short: {}", error_chain(e))
+    };
+    HttpError::Transient {
+        message: policy.redact(&message),
+        retry_after: None,
+    }
+}
+
+/// The whole body of a 2xx response, bounded by the policy's limit.
+async fn read_body(mut resp: reqwest::Response, policy: &CallPolicy) -> Result<String, HttpError> {
+    let status = resp.status().as_u16();
+    let mut bytes: Vec<u8> = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if bytes.len() + c.len() > policy.max_body_bytes {
+                    return Err(too_large(status, policy));
+                }
+                bytes.extend_from_slice(&c);
+            }
+            Ok(None) => break,
+            Err(e) => return Err(read_failed(status, &e, policy)),
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Sends `req` and returns its 2xx response (body unread) and content type, or the
+/// classified failure of the attempt (see the module docs).
+async fn open(
+    req: reqwest::RequestBuilder,
+    policy: &CallPolicy,
+) -> Result<(reqwest::Response, Option<String>), HttpError> {
     let secs = policy.timeout.as_secs_f64();
     let transient = |message: String| HttpError::Transient {
         message: policy.redact(&message),
@@ -284,57 +347,16 @@ async fn attempt(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_retry_after);
-    let too_large = || {
-        HttpError::Permanent {
-        status: Some(status),
-        message: format!(
-            "HTTP {status}: the response body is larger than {} MiB; ragloop does not read it (is this the right server?)",
-            policy.max_body_bytes >> 20
-        ),
-    }
-    };
     if resp
         .content_length()
         .is_some_and(|n| n > policy.max_body_bytes as u64)
     {
-        return Err(too_large());
+        return Err(too_large(status, policy));
     }
-    let mut resp = resp;
-    let mut bytes: Vec<u8> = Vec::new();
-    let read = loop {
-        match resp.chunk().await {
-            Ok(Some(c)) => {
-                if bytes.len() + c.len() > policy.max_body_bytes {
-                    return Err(too_large());
-                }
-                bytes.extend_from_slice(&c);
-            }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        }
-    };
-    let body = match read {
-        Ok(()) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) if e.is_timeout() => {
-            return Err(transient(format!(
-                "HTTP {status}: body not received within {secs} s (timeout)"
-            )))
-        }
-        Err(e) => {
-            return Err(transient(format!(
-                "HTTP {status}: body cut short: {}",
-                error_chain(&e)
-            )))
-        }
-    };
     if (200..300).contains(&status) {
-        return Ok(HttpResponse {
-            status,
-            body,
-            content_type,
-            attempts: 1,
-        });
+        return Ok((resp, content_type));
     }
+    let body = read_body(resp, policy).await?;
     let message = policy.redact(&format!("HTTP {status}: {}", server_message(&body)));
     let retryable = matches!(status, 408 | 429) || (500..600).contains(&status);
     if !retryable {

@@ -71,4 +71,5 @@ pub mod source;
 pub mod spec;
 pub mod tasks;
 pub mod text;
+pub mod tokens;
 pub mod validate;

@@ -54,6 +54,7 @@ mod rustc_cli;
 mod serve;
 mod spec_schema;
 mod spec_words;
+mod streaming;
 mod terminal_escape;
 mod typecheck;
 mod variant_props;

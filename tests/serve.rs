@@ -262,6 +262,7 @@ async fn stream_sends_events_in_order_with_ids() {
             "node_start",
             "node_end",
             "node_start",
+            "token",
             "node_end",
             "end"
         ],
@@ -280,17 +281,19 @@ async fn stream_sends_events_in_order_with_ids() {
     assert_eq!(count_end["delta"], json!({"n": 1}));
     assert_eq!(count_end["route"]["to"], "say");
     assert_eq!(count_end["route"]["arm"], "static");
-    let say_end = &events[4].2;
+    // A provider that does not stream (scripted): its answer is one token event.
+    assert_eq!(events[4].2, json!({"node": "say", "text": "streamed"}));
+    let say_end = &events[5].2;
     assert_eq!(say_end["delta"]["answer"], "streamed");
     assert_eq!(say_end["llm"]["calls"], 1);
     assert_eq!(say_end["route"]["to"], "END");
-    assert_eq!(events[5].2["status"], "generated");
-    assert_eq!(events[5].2["answer"], "streamed");
+    assert_eq!(events[6].2["status"], "generated");
+    assert_eq!(events[6].2["answer"], "streamed");
     // The run is kept: its status and result.
     let (code, v) = s.get(&format!("/runs/{run_id}")).await;
     assert_eq!(code, 200);
     assert_eq!(v["status"], "generated");
-    assert_eq!(v["events"], 6);
+    assert_eq!(v["events"], 7);
     s.stop().await;
 }
 

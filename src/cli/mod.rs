@@ -15,6 +15,7 @@ mod overrides;
 mod run;
 mod serve;
 mod signals;
+mod stream;
 mod threads;
 mod validate;
 

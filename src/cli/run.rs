@@ -68,6 +68,11 @@ pub struct RunArgs {
     /// Print each step on stderr.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Print the text of the llm nodes to stdout as it arrives (the openai and
+    /// anthropic providers stream it; a cached or replayed answer comes whole), then
+    /// the summary on stderr. Not with --json or --input.
+    #[arg(long, conflicts_with_all = ["json", "input"])]
+    pub stream: bool,
     /// Response cache, cassette recording and replay.
     #[command(flatten)]
     pub calls: super::calls::CallArgs,
@@ -133,11 +138,29 @@ pub(super) fn result_json_on(
 /// and web results: their control characters are escaped ([`ragloop::text`]), the
 /// answer keeping its newlines and tabs, a source kept on its line.
 pub(super) fn print_human(r: &RunResult) {
-    use ragloop::text::{escape_line, escape_text};
     let mut out = std::io::stdout().lock();
     if let Some(a) = &r.answer {
-        let _ = writeln!(out, "{}\n", escape_text(a));
+        let _ = writeln!(out, "{}\n", ragloop::text::escape_text(a));
     }
+    print_summary(r, &mut out);
+}
+
+/// The result as a person reads it: [`print_human`], or with `stream` (the answer
+/// was streamed to stdout, `--stream`) the summary alone, on stderr.
+pub(super) fn print_result(r: &RunResult, stream: bool) {
+    if stream {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err);
+        print_summary(r, &mut err);
+    } else {
+        print_human(r);
+    }
+}
+
+/// The summary of a run after its answer (sources, path, status, usage), to `out`;
+/// the error on stderr.
+fn print_summary(r: &RunResult, out: &mut dyn Write) {
+    use ragloop::text::escape_line;
     if !r.sources.is_empty() && r.status == Status::Generated {
         let _ = writeln!(out, "Sources:");
         for s in &r.sources {
@@ -404,6 +427,9 @@ pub fn run(args: RunArgs) -> ExitCode {
     if args.verbose {
         observers.push(Box::new(Verbose));
     }
+    if args.stream {
+        observers.push(Box::new(super::stream::TokenPrinter::default()));
+    }
     let mut obs = Tee(observers);
     if let (Some(store), Some(prepared)) = (&store, prepared) {
         let outcome = match rt.block_on(checkpoint::run_thread(
@@ -415,7 +441,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        return super::threads::report(&outcome, args.json, &args.spec);
+        return super::threads::report(&outcome, args.json, args.stream, &args.spec);
     }
     match lines {
         None => {
@@ -428,7 +454,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                     ragloop::errln!("ragloop run: {e}");
                 }
             } else {
-                print_human(&result);
+                print_result(&result, args.stream);
             }
             ExitCode::from(result.status.exit_code())
         }

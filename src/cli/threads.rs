@@ -44,8 +44,9 @@ pub fn new_thread_id() -> String {
 
 /// Prints a thread run's result like any run's (`--json`: with `thread`, `run`,
 /// `paused_before`), then how to continue it when it can be resumed; returns its
-/// exit code (6 when paused).
-pub fn report(outcome: &ThreadOutcome, json: bool, spec: &Path) -> ExitCode {
+/// exit code (6 when paused). `stream`: the answer was streamed to stdout (`--stream`),
+/// the summary goes to stderr.
+pub fn report(outcome: &ThreadOutcome, json: bool, stream: bool, spec: &Path) -> ExitCode {
     let r = &outcome.result;
     if json {
         let mut out = std::io::stdout().lock();
@@ -55,7 +56,7 @@ pub fn report(outcome: &ThreadOutcome, json: bool, spec: &Path) -> ExitCode {
             ragloop::errln!("ragloop run: {e}");
         }
     } else {
-        super::run::print_human(r);
+        super::run::print_result(r, stream);
     }
     if let Some(e) = &outcome.status_error {
         ragloop::errln!("ragloop run: the run's end was not recorded: {e}");

@@ -26,6 +26,15 @@
 //! (no repair turn, no retry: raise `max_tokens`); prose instead of the tool call, or
 //! a `tool_use` of another name, goes to a repair turn. Failed replies are billed as
 //! for `openai`.
+//!
+//! **Streaming.** A text call someone listens to ([`super::streams`]) is sent with
+//! `stream: true` and read as Server-Sent Events (see `anthropic/stream.rs`): each
+//! `text_delta` is a token event, and the events are folded into the equivalent
+//! non-streamed body, parsed as above. An `error` event, or a stream cut before
+//! `message_stop`, fails the attempt; it is retried (when transient) only while no
+//! token was delivered, as for `openai`.
+mod stream;
+
 use super::net;
 use super::openai::{http_error, strip_fence};
 use super::{
@@ -320,7 +329,12 @@ impl Provider for AnthropicProvider {
         req: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
-            let body = self.body(req).to_string();
+            let streaming = super::streams(req);
+            let mut body = self.body(req);
+            if streaming {
+                body["stream"] = json!(true);
+            }
+            let body = body.to_string();
             let build = || {
                 let b = http::client()
                     .post(&self.conn.endpoint)
@@ -339,7 +353,7 @@ impl Provider for AnthropicProvider {
                 }
             };
             let what = self.what();
-            http::send_checked(build, &self.conn.policy, |r| {
+            let check = |r: HttpResponse| {
                 net::bill_unusable(&what, &r, self.parse(req, &r), |v| {
                     let u = v.get("usage")?;
                     let counted = ["input_tokens", "output_tokens"]
@@ -347,9 +361,14 @@ impl Provider for AnthropicProvider {
                         .any(|k| net::count(u.get(*k)).is_some());
                     counted.then(|| self.usage(req, v, ""))
                 })
-            })
-            .await
-            .map_err(|e| http_error(&self.what(), e))?
+            };
+            let sent = if streaming {
+                let new = || net::stream::Sse::new(stream::Events::default());
+                http::send_streamed(build, &self.conn.policy, new, check).await
+            } else {
+                http::send_checked(build, &self.conn.policy, check).await
+            };
+            sent.map_err(|e| http_error(&self.what(), e))?
         })
     }
 }

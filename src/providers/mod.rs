@@ -237,6 +237,15 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// Whether the call `req` delivers its text as token events ([`crate::tokens`]):
+/// someone listens on this task, and it is a text call (no schema) of an `llm` node
+/// (not a `map` item). The streaming providers (`openai`, `anthropic`) then request
+/// `stream: true` and hand each text delta to [`crate::tokens::emit`]; the answer
+/// they return is the complete one, as a non-streamed call returns it.
+pub fn streams(req: &LlmRequest) -> bool {
+    req.schema.is_none() && req.item.is_none() && crate::tokens::listening()
+}
+
 /// Rough token count of a text (about 4 characters a token), for providers that do
 /// not report usage.
 pub fn estimate_tokens(text: &str) -> u64 {

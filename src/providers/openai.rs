@@ -43,10 +43,20 @@
 //! | `finish_reason: length` on structured output (whatever the tool call holds), or with no text | truncated ([`ProviderError::Truncated`]), checked first: no repair turn, no retry (raise `max_tokens`) |
 //! | prose instead of the forced tool call, arguments that are not JSON, a call to a function that was not offered | invalid output: a repair turn (prose or an empty reply names the likely cause, a server that does not honour the forcing, and the `structured_output` setting that fixes it) |
 //!
+//! **Streaming.** A text call someone listens to ([`super::streams`]) is sent with
+//! `stream: true` and `stream_options: {include_usage: true}` and read as it
+//! arrives (see `openai/stream.rs`): each content delta is a token event, and the
+//! chunks are folded into the equivalent non-streamed body, parsed as above. A
+//! stream cut before `data: [DONE]` is a transient failure, retried only while no
+//! token was delivered (after that it is permanent: shown tokens cannot be taken
+//! back); the body limit and the per-attempt timeout cover the whole stream.
+//!
 //! A failure of a reply that reports its token usage is billed: a truncated or
 //! rejected reply carries its usage (the server's, else estimated), and a permanent
 //! failure of a 2xx body reporting `usage` (a refusal, a 200 with an error object)
 //! becomes [`ProviderError::Unusable`] carrying it; the runtime counts both.
+mod stream;
+
 use super::net;
 use super::{
     Billed, ConfigError, EndpointError, LlmRequest, LlmResponse, Provider, ProviderError, Usage,
@@ -481,7 +491,13 @@ impl Provider for OpenAiProvider {
         req: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
-            let body = self.body(req).to_string();
+            let streaming = super::streams(req);
+            let mut body = self.body(req);
+            if streaming {
+                body["stream"] = json!(true);
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            let body = body.to_string();
             let build = || {
                 let b = http::client()
                     .post(&self.conn.endpoint)
@@ -493,7 +509,7 @@ impl Provider for OpenAiProvider {
                 }
             };
             let what = self.what();
-            http::send_checked(build, &self.conn.policy, |r| {
+            let check = |r: HttpResponse| {
                 net::bill_unusable(&what, &r, self.parse(req, &r), |v| {
                     let u = v.get("usage")?;
                     let counted = ["prompt_tokens", "completion_tokens"]
@@ -501,9 +517,14 @@ impl Provider for OpenAiProvider {
                         .any(|k| net::count(u.get(*k)).is_some());
                     counted.then(|| self.usage(req, v, ""))
                 })
-            })
-            .await
-            .map_err(|e| self.refused_mode_hint(req, http_error(&self.what(), e)))?
+            };
+            let sent = if streaming {
+                let new = || net::stream::Sse::new(stream::Chunks::default());
+                http::send_streamed(build, &self.conn.policy, new, check).await
+            } else {
+                http::send_checked(build, &self.conn.policy, check).await
+            };
+            sent.map_err(|e| self.refused_mode_hint(req, http_error(&self.what(), e)))?
         })
     }
 }

@@ -227,9 +227,13 @@ pub async fn run_from(
             let step = exec(program, node, res, &mirror, &state, &meter);
             let step = async {
                 if tracing {
-                    observed(step, &node.name, |e| {
-                        obs.retry(&e);
-                        retries.push(e);
+                    let tokens = obs.wants_tokens();
+                    observed(step, &node.name, tokens, |e| match e {
+                        Event::Retry(e) => {
+                            obs.retry(&e);
+                            retries.push(e);
+                        }
+                        Event::Token(t) => obs.token(&node.name, &t),
                     })
                     .await
                 } else {
@@ -437,28 +441,51 @@ pub async fn run_from(
     finish(program, result, state, last, obs)
 }
 
-/// Runs a node's future with its retries ([`crate::retries`]) handed to `on_retry`
-/// as they happen, on this task (the observer is not shared with the node's calls).
+/// What a node's calls report while it runs.
+enum Event {
+    /// A call is about to be retried.
+    Retry(RetryEvent),
+    /// A text delta of the node's answer (only when tokens are wanted).
+    Token(String),
+}
+
+/// Runs a node's future with its retries ([`crate::retries`]) and, when `tokens`,
+/// its text deltas ([`crate::tokens`]) handed to `on_event` as they happen, on this
+/// task (the observer is not shared with the node's calls), in the order they
+/// happened.
 async fn observed<F: std::future::Future>(
     fut: F,
     node: &str,
-    mut on_retry: impl FnMut(RetryEvent),
+    tokens: bool,
+    mut on_event: impl FnMut(Event),
 ) -> F::Output {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let retry_tx = tx.clone();
     let sink: crate::retries::RetrySink = Arc::new(move |e| {
-        let _ = tx.send(e);
+        let _ = retry_tx.send(Event::Retry(e));
     });
     let fut = crate::retries::in_node(sink, node, fut);
+    let token_sink: Option<crate::tokens::TokenSink> = tokens.then(|| {
+        Arc::new(move |_node: &str, text: &str| {
+            let _ = tx.send(Event::Token(text.to_string()));
+        }) as crate::tokens::TokenSink
+    });
+    let fut = async move {
+        match token_sink {
+            Some(sink) => crate::tokens::in_node(sink, node, fut).await,
+            None => fut.await,
+        }
+    };
     tokio::pin!(fut);
     let out = loop {
         tokio::select! {
             biased;
-            Some(e) = rx.recv() => on_retry(e),
+            Some(e) = rx.recv() => on_event(e),
             out = &mut fut => break out,
         }
     };
     while let Ok(e) = rx.try_recv() {
-        on_retry(e);
+        on_event(e);
     }
     out
 }

@@ -473,11 +473,19 @@ async fn complete_turns(
     first: BoxFuture<'_, Result<LlmResponse, ProviderError>>,
     meter: &Meter,
 ) -> Result<Value, StepError> {
+    let emitted = crate::tokens::emitted();
     let mut turn = timed(first, meter).await;
     let Some((_, check)) = &call.schema else {
         let resp = turn.map_err(|e| provider_error(call, e))?;
         return match resp.output {
-            Value::String(s) => Ok(Value::String(s)),
+            Value::String(s) => {
+                // An answer that did not stream (a cache hit, a cassette, a provider
+                // that does not stream) reaches a listener whole, as one token event.
+                if first_req.item.is_none() && crate::tokens::emitted() == emitted {
+                    crate::tokens::emit(&s);
+                }
+                Ok(Value::String(s))
+            }
             other => Err(StepError::NotText {
                 model: call.model.clone(),
                 found: super::state::kind(&other),

@@ -195,6 +195,18 @@ pub trait Observer: Send {
     /// passed, the node's work starts now (its [`StepRecord`] follows when it ends).
     /// Default: ignored. Called only when [`Observer::enabled`].
     fn node_start(&mut self, _step: u32, _node: &str, _kind: &'static str) {}
+    /// Whether text deltas of `llm` nodes are wanted ([`Observer::token`]): only then
+    /// do the streaming providers stream (see [`crate::tokens`]). Default: false.
+    /// Asked only when [`Observer::enabled`].
+    fn wants_tokens(&self) -> bool {
+        false
+    }
+    /// A text delta of the running `llm` node `node`, as it arrived (in order; the
+    /// deltas of a step concatenate to the node's text answer). An answer that did
+    /// not stream (a cache hit, a cassette replay, a provider that does not stream)
+    /// comes whole, as one delta. Called on the runtime's task, only when
+    /// [`Observer::wants_tokens`]. Default: ignored.
+    fn token(&mut self, _node: &str, _text: &str) {}
     /// A step ended.
     fn step(&mut self, record: &StepRecord);
     /// The run ended.
@@ -398,6 +410,14 @@ impl Observer for Tee {
     fn node_start(&mut self, step: u32, node: &str, kind: &'static str) {
         for o in &mut self.0 {
             o.node_start(step, node, kind);
+        }
+    }
+    fn wants_tokens(&self) -> bool {
+        self.0.iter().any(|o| o.enabled() && o.wants_tokens())
+    }
+    fn token(&mut self, node: &str, text: &str) {
+        for o in &mut self.0 {
+            o.token(node, text);
         }
     }
     fn step(&mut self, r: &StepRecord) {

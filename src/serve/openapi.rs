@@ -28,7 +28,7 @@ fn with(mut base: Value, extra: Value) -> Value {
 }
 
 fn sse_description() -> &'static str {
-    "Server-Sent Events, each with an `id` (its position in the run's log, from 0), an `event` name and JSON `data`: `metadata` {run_id, graph, variant, generation}; per step `node_start` {step, node, kind} and `node_end` (the step's trace record: step, node, kind, start, duration_us, delta, route {to, arm, predicate}, llm usage, documents, items, error, retries); `error` {message, status} when the run ended with an error; `end` (the result as `ragloop run --json` gives it). Comments (`: keep-alive`) every 15 s."
+    "Server-Sent Events, each with an `id` (its position in the run's log, from 0), an `event` name and JSON `data`: `metadata` {run_id, graph, variant, generation}; per step `node_start` {step, node, kind}, `token` {node, text} for each text delta of a text `llm` node (one with the whole text when the answer did not stream), and `node_end` (the step's trace record: step, node, kind, start, duration_us, delta, route {to, arm, predicate}, llm usage, documents, items, error, retries); `error` {message, status} when the run ended with an error; `end` (the result as `ragloop run --json` gives it). Comments (`: keep-alive`) every 15 s."
 }
 
 fn not_implemented() -> Value {

@@ -198,8 +198,8 @@ impl RunStore {
     }
 }
 
-/// The observer of a served run: each step into the log (`node_start`, `node_end`)
-/// and into the metrics (step latency; LLM calls, tokens and cost by model).
+/// The observer of a served run: each step into the log (`node_start`, `token`
+/// `{node, text}` for each text delta of an `llm` node, `node_end`) and into the metrics (step latency; LLM calls, tokens and cost by model).
 pub struct ServeObserver {
     /// The run's log.
     pub log: Arc<RunLog>,
@@ -215,6 +215,14 @@ impl Observer for ServeObserver {
             "node_start",
             &json!({"step": step, "node": node, "kind": kind}),
         );
+    }
+
+    fn wants_tokens(&self) -> bool {
+        true
+    }
+
+    fn token(&mut self, node: &str, text: &str) {
+        self.log.push("token", &json!({"node": node, "text": text}));
     }
 
     fn step(&mut self, r: &StepRecord) {

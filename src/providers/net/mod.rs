@@ -1,7 +1,7 @@
 //! What the network providers (`openai`, `anthropic`) share, one file per concept:
 //! the call policy ([`policy`]), base URLs ([`urls`]), request-body fields
 //! ([`request`]), response-body checks ([`body`]), structured-output schemas
-//! ([`schema`]), usage, cost and billed failures ([`billing`]), and the
+//! ([`schema`]), streamed replies ([`stream`]), usage, cost and billed failures ([`billing`]), and the
 //! [`Connection`] each provider holds ([`connection`]). API keys are read by
 //! [`super::keys`].
 mod billing;
@@ -10,6 +10,7 @@ mod connection;
 mod policy;
 mod request;
 mod schema;
+pub(crate) mod stream;
 mod urls;
 
 pub use billing::cost_usd;
