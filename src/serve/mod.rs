@@ -31,12 +31,14 @@ pub mod openapi;
 mod registry;
 mod routes;
 pub mod runs;
+pub mod threads;
 pub mod watch;
 
 pub use error::ApiError;
 pub use registry::{spec_files, Graph, Registry};
 pub use routes::routes;
 
+use crate::checkpoint::Checkpointer;
 use crate::providers::cache::ResponseCache;
 use crate::providers::cassette::{Cassette, CassetteWriter};
 use crate::runtime::{CancellationToken, ResourceOptions};
@@ -95,6 +97,10 @@ pub struct ServeOptions {
     pub grace: Duration,
     /// The call layers of every run.
     pub settings: Settings,
+    /// Where threads are kept (`--checkpoints`): `Err(why)` when the server has no
+    /// store; the thread routes then answer 503 `checkpoints_unavailable` with `why`
+    /// (default: none, "not configured").
+    pub checkpoints: Result<Arc<dyn Checkpointer>, String>,
 }
 
 impl Default for ServeOptions {
@@ -108,6 +114,7 @@ impl Default for ServeOptions {
             retention: Retention::default(),
             grace: Duration::from_secs(30),
             settings: Settings::default(),
+            checkpoints: Err("not configured".into()),
         }
     }
 }
@@ -120,6 +127,10 @@ pub struct App {
     pub runs: RunStore,
     /// Counters and histograms.
     pub metrics: Arc<metrics::Metrics>,
+    /// The checkpoint store of thread runs, or why there is none.
+    checkpoints: Result<Arc<dyn Checkpointer>, String>,
+    /// Threads with a run in flight here.
+    busy: Arc<threads::Busy>,
     slots: Arc<Semaphore>,
     max_runs: usize,
     max_body_bytes: usize,
@@ -164,6 +175,8 @@ impl Server {
             registry,
             runs: RunStore::new(opts.retention),
             metrics: Arc::new(metrics::Metrics::default()),
+            checkpoints: opts.checkpoints,
+            busy: Arc::default(),
             slots: Arc::new(Semaphore::new(opts.max_runs)),
             max_runs: opts.max_runs,
             max_body_bytes: opts.max_body_bytes,
