@@ -21,6 +21,10 @@
 //!   read are compared ([`watch`]); a changed spec is compiled again, served when it
 //!   compiles (runs in flight finish on the version they started with), kept with the
 //!   failure shown in `GET /graphs` when it does not.
+//! - **Threads** ([`threads`]): runs on a thread are checkpointed in
+//!   [`ServeOptions::checkpoints`]; one run per thread at a time (a second is 409
+//!   `thread_busy`, not queued); a resume continues a paused, cancelled, failed or
+//!   killed run from its last checkpoint.
 //! - **Shutdown**: when the future given to [`Server::serve`] resolves, the listener
 //!   closes, requests in flight go on; after [`ServeOptions::grace`] the runs still
 //!   in flight are cancelled (status `interrupted`), and `serve` returns once they
