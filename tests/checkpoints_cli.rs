@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 /// An OpenAI-shaped server on 127.0.0.1 answering `ans(<last message>)` after
 /// `delay`, counting requests by prompt. The first request whose prompt starts with
 /// `hang_on` (if any) is never answered.
-struct Server {
+pub(crate) struct Server {
     port: u16,
     seen: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-fn server(delay: Duration, hang_on: Option<&'static str>) -> Server {
+pub(crate) fn server(delay: Duration, hang_on: Option<&'static str>) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let seen = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
@@ -94,11 +94,11 @@ fn read_body(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
 }
 
 impl Server {
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
     /// Requests whose prompt starts with `prefix`.
-    fn count(&self, prefix: &str) -> usize {
+    pub(crate) fn count(&self, prefix: &str) -> usize {
         self.seen
             .lock()
             .unwrap()
@@ -110,7 +110,7 @@ impl Server {
 }
 
 /// Three LLM steps; `c` optionally paused before.
-fn spec(dir: &Path, base: &str, interrupt: bool) -> PathBuf {
+pub(crate) fn spec(dir: &Path, base: &str, interrupt: bool) -> PathBuf {
     let text = format!(
         r#"version: 1
 name: chain
@@ -176,7 +176,7 @@ fn db(dir: &Path) -> PathBuf {
 
 /// (step, next) of every checkpoint of a thread, read with a second connection
 /// while the writer may be running (WAL).
-fn checkpoints(dir: &Path, thread: &str) -> Vec<(u32, Option<String>)> {
+pub(crate) fn checkpoints(dir: &Path, thread: &str) -> Vec<(u32, Option<String>)> {
     let Ok(conn) =
         rusqlite::Connection::open_with_flags(db(dir), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
     else {

@@ -52,6 +52,7 @@ mod runtime_cli;
 mod runtime_undefined;
 mod rustc_cli;
 mod serve;
+mod serve_threads;
 mod spec_schema;
 mod spec_words;
 mod streaming;

@@ -504,7 +504,8 @@ async fn bad_input_gets_the_right_status_and_an_error_body() {
     let (c, v) = s.post("/graphs", &json!({})).await;
     assert_error(c, &v, 405, "method_not_allowed");
     let (c, v) = s.post("/threads", &json!({})).await;
-    assert_error(c, &v, 501, "not_implemented");
+    // Without a checkpoint store (the in-process default), threads are a 503.
+    assert_error(c, &v, 503, "checkpoints_unavailable");
     // Nothing above ran: the one scripted answer is still there.
     let (c, v) = s
         .post("/runs/wait", &json!({"graph": "svc", "input": "hi"}))

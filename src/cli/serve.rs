@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// Corpus directory for every retriever, instead of the specs'.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
+    /// Where threads are kept: a SQLite file or a postgres:// URL (default: the SQLite
+    /// file under the cache dir, as `ragloop run --thread`).
+    #[arg(long, value_name = "FILE|URL")]
+    pub checkpoints: Option<String>,
     /// Response cache, cassette recording and replay.
     #[command(flatten)]
     pub calls: super::calls::CallArgs,
@@ -63,6 +67,22 @@ pub fn run(args: ServeArgs) -> ExitCode {
     if let Err(e) = args.calls.apply(&mut opts, &inputs, false) {
         return usage(e);
     }
+    // An explicit store that does not open stops the server; the default one only
+    // turns the thread routes off (503 `checkpoints_unavailable`, saying why).
+    let checkpoints = match ragloop::checkpoint::open(args.checkpoints.as_deref()) {
+        Ok(s) => Ok(std::sync::Arc::from(s)),
+        Err(e) if args.checkpoints.is_some() => {
+            ragloop::errln!("ragloop serve: --checkpoints: {e}");
+            return ExitCode::from(match e {
+                ragloop::checkpoint::CheckpointError::Unsupported(_) => super::EXIT_USAGE,
+                _ => 1,
+            });
+        }
+        Err(e) => {
+            ragloop::errln!("ragloop serve: threads are off: {e}");
+            Err(e.to_string())
+        }
+    };
     let options = ServeOptions {
         specs: args.specs.clone(),
         max_runs: args.max_runs,
@@ -80,6 +100,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             record: opts.record,
             replay: opts.replay,
         },
+        checkpoints,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -11,9 +11,9 @@ use serde_json::json;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
     /// HTTP status: 400 malformed JSON or header, 403 a refused option, 404 unknown
-    /// graph/variant/run/route, 405 wrong method, 413 body too large, 422 a request
-    /// or input that does not fit, 429 too many runs, 501 not implemented, 503
-    /// shutting down or resources unavailable.
+    /// graph/variant/run/route/thread, 405 wrong method, 409 a thread conflict, 413
+    /// body too large, 422 a request or input that does not fit, 429 too many runs,
+    /// 503 shutting down, resources or checkpoint store unavailable.
     pub status: StatusCode,
     /// Machine-readable code, e.g. `unknown_graph`.
     pub code: &'static str,

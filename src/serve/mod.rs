@@ -21,6 +21,10 @@
 //!   read are compared ([`watch`]); a changed spec is compiled again, served when it
 //!   compiles (runs in flight finish on the version they started with), kept with the
 //!   failure shown in `GET /graphs` when it does not.
+//! - **Threads** ([`threads`]): runs on a thread are checkpointed in
+//!   [`ServeOptions::checkpoints`]; one run per thread at a time (a second is 409
+//!   `thread_busy`, not queued); a resume continues a paused, cancelled, failed or
+//!   killed run from its last checkpoint.
 //! - **Shutdown**: when the future given to [`Server::serve`] resolves, the listener
 //!   closes, requests in flight go on; after [`ServeOptions::grace`] the runs still
 //!   in flight are cancelled (status `interrupted`), and `serve` returns once they
@@ -31,12 +35,14 @@ pub mod openapi;
 mod registry;
 mod routes;
 pub mod runs;
+pub mod threads;
 pub mod watch;
 
 pub use error::ApiError;
 pub use registry::{spec_files, Graph, Registry};
 pub use routes::routes;
 
+use crate::checkpoint::Checkpointer;
 use crate::providers::cache::ResponseCache;
 use crate::providers::cassette::{Cassette, CassetteWriter};
 use crate::runtime::{CancellationToken, ResourceOptions};
@@ -95,6 +101,10 @@ pub struct ServeOptions {
     pub grace: Duration,
     /// The call layers of every run.
     pub settings: Settings,
+    /// Where threads are kept (`--checkpoints`): `Err(why)` when the server has no
+    /// store; the thread routes then answer 503 `checkpoints_unavailable` with `why`
+    /// (default: none, "not configured").
+    pub checkpoints: Result<Arc<dyn Checkpointer>, String>,
 }
 
 impl Default for ServeOptions {
@@ -108,6 +118,7 @@ impl Default for ServeOptions {
             retention: Retention::default(),
             grace: Duration::from_secs(30),
             settings: Settings::default(),
+            checkpoints: Err("not configured".into()),
         }
     }
 }
@@ -120,6 +131,10 @@ pub struct App {
     pub runs: RunStore,
     /// Counters and histograms.
     pub metrics: Arc<metrics::Metrics>,
+    /// The checkpoint store of thread runs, or why there is none.
+    checkpoints: Result<Arc<dyn Checkpointer>, String>,
+    /// Threads with a run in flight here.
+    busy: Arc<threads::Busy>,
     slots: Arc<Semaphore>,
     max_runs: usize,
     max_body_bytes: usize,
@@ -164,6 +179,8 @@ impl Server {
             registry,
             runs: RunStore::new(opts.retention),
             metrics: Arc::new(metrics::Metrics::default()),
+            checkpoints: opts.checkpoints,
+            busy: Arc::default(),
             slots: Arc::new(Semaphore::new(opts.max_runs)),
             max_runs: opts.max_runs,
             max_body_bytes: opts.max_body_bytes,

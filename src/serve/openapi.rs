@@ -31,8 +31,17 @@ fn sse_description() -> &'static str {
     "Server-Sent Events, each with an `id` (its position in the run's log, from 0), an `event` name and JSON `data`: `metadata` {run_id, graph, variant, generation}; per step `node_start` {step, node, kind}, `token` {node, text} for each text delta of a text `llm` node (one with the whole text when the answer did not stream), and `node_end` (the step's trace record: step, node, kind, start, duration_us, delta, route {to, arm, predicate}, llm usage, documents, items, error, retries); `error` {message, status} when the run ended with an error; `end` (the result as `ragloop run --json` gives it). Comments (`: keep-alive`) every 15 s."
 }
 
-fn not_implemented() -> Value {
-    json!({"501": error_response("`not_implemented`: threads are not served yet")})
+fn thread_errors() -> Value {
+    json!({
+        "404": error_response("`unknown_thread` (and, for runs, `unknown_graph`, `unknown_variant`)"),
+        "409": error_response("`thread_busy` (a run of it in flight, or a new run while its run is unfinished), `run_finished`, `nothing_to_resume`, `other_spec`, `spec_changed`"),
+        "422": error_response("`bad_thread_id`, `unknown_node` (interrupt_before), `invalid_patch` (command.update against the state schema), `invalid_request`, `invalid_input`"),
+        "503": error_response("`checkpoints_unavailable` (no store), `checkpoint_store` (the store failed)"),
+    })
+}
+
+fn thread_run_body() -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ThreadRunRequest"}}}})
 }
 
 fn thread_param() -> Value {
@@ -51,7 +60,7 @@ pub fn document() -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Runs ragloop graphs over HTTP, shaped like LangGraph Server's API where it fits. Every error is `{\"error\": {\"code\", \"message\"}}`; a run that fails is a 200 with its status (docs/serve.md)."
         },
-        "paths": {
+        "paths": with(json!({
             "/runs/wait": {"post": {
                 "summary": "Run a graph and wait for its result",
                 "description": "A client that disconnects cancels its run. The run id is in the `x-ragloop-run-id` header.",
@@ -116,13 +125,8 @@ pub fn document() -> Value {
                 "summary": "This document",
                 "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}},
             }},
-            "/threads": {"post": {"summary": "Create a thread (not implemented yet)", "responses": not_implemented()}},
-            "/threads/{thread_id}/runs/wait": {"post": {"summary": "Run on a thread (not implemented yet)", "parameters": thread_param(), "responses": not_implemented()}},
-            "/threads/{thread_id}/runs/stream": {"post": {"summary": "Stream a run on a thread (not implemented yet)", "parameters": thread_param(), "responses": not_implemented()}},
-            "/threads/{thread_id}/state": {"get": {"summary": "A thread's state (not implemented yet)", "parameters": thread_param(), "responses": not_implemented()}},
-            "/threads/{thread_id}/history": {"get": {"summary": "A thread's checkpoints (not implemented yet)", "parameters": thread_param(), "responses": not_implemented()}},
-        },
-        "components": {"schemas": {
+        }), thread_paths()),
+        "components": {"schemas": with(json!({
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
                 "code": {"type": "string"}, "message": {"type": "string"}}}}},
             "RunRequest": {"type": "object", "additionalProperties": false, "properties": {
@@ -171,6 +175,89 @@ pub fn document() -> Value {
                 "status": {"enum": ["ok", "shutting_down"]},
                 "graphs": {"type": "object", "properties": {"served": {"type": "integer"}, "invalid": {"type": "integer"}}},
                 "runs_in_flight": {"type": "integer"}, "max_runs": {"type": "integer"}}},
-        }},
+        }), thread_schemas())},
+    })
+}
+
+fn thread_paths() -> Value {
+    json!({
+            "/threads": {"post": {
+                "summary": "Create a thread",
+                "description": "`thread_id` given (1 to 256 characters without control characters) or a fresh UUID. `metadata` is accepted and not stored.",
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {
+                    "thread_id": {"type": "string"}, "metadata": {"type": "object"},
+                    "if_exists": {"enum": ["raise", "do_nothing"], "description": "An existing thread: 409 `thread_exists` (raise, default) or 200 with it"}}}}}},
+                "responses": with(json!({
+                    "201": {"description": "Created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thread"}}}},
+                    "200": {"description": "It existed (`if_exists: do_nothing`)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thread"}}}},
+                    "409": error_response("`thread_exists`"),
+                }), thread_errors()),
+            }},
+            "/threads/{thread_id}": {"get": {
+                "summary": "A thread: status and latest run",
+                "parameters": thread_param(),
+                "responses": with(json!({"200": {"description": "The thread", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thread"}}}}}), thread_errors()),
+            }},
+            "/threads/{thread_id}/runs/wait": {"post": {
+                "summary": "Run on a thread (or resume its run) and wait for the result",
+                "description": "A new run (`input`), or with `command` a resume of the thread's latest run (interrupted, paused, failed, or running when its server died) from its last checkpoint, after `command.update` is written into the state. One run per thread at a time: 409 `thread_busy`, not queued.",
+                "parameters": thread_param(),
+                "requestBody": thread_run_body(),
+                "responses": with(with(json!({"200": {"description": "The run ended; the result has `thread`, `run` and, when paused, `paused_before` (status `interrupted`)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}}}}}), run_errors()), thread_errors()),
+            }},
+            "/threads/{thread_id}/runs/stream": {"post": {
+                "summary": "Run on a thread (or resume its run) and stream its events",
+                "parameters": thread_param(),
+                "requestBody": thread_run_body(),
+                "responses": with(with(json!({"200": {"description": sse_description(), "content": {"text/event-stream": {"schema": {"type": "string"}}}}}), run_errors()), thread_errors()),
+            }},
+            "/threads/{thread_id}/state": {"get": {
+                "summary": "The thread's latest checkpoint",
+                "parameters": thread_param(),
+                "responses": with(json!({"200": {"description": "The latest checkpoint of the latest run (`values` {} and `checkpoint` null when none)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ThreadState"}}}}}), thread_errors()),
+            }},
+            "/threads/{thread_id}/history": {"get": {
+                "summary": "The thread's checkpoints, newest first",
+                "parameters": [
+                    {"name": "thread_id", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "default": 10}},
+                ],
+                "responses": with(json!({
+                    "200": {"description": "Newest first, at most `limit`", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ThreadState"}}}}},
+                    "422": error_response("`invalid_request` (a bad `limit`, an unknown parameter), `bad_thread_id`"),
+                }), thread_errors()),
+            }},
+    })
+}
+
+fn thread_schemas() -> Value {
+    json!({
+            "ThreadRunRequest": {"type": "object", "description": "A RunRequest plus `command`, `interrupt_before` and `if_not_exists` (those three only on thread routes)", "properties": {
+                "graph": {"type": "string"}, "assistant_id": {"type": "string"},
+                "input": {"description": "As RunRequest's; none with `command`"},
+                "variant": {"type": "string", "description": "On a resume, default: the thread's"},
+                "config": {"type": "object"}, "on_disconnect": {"enum": ["continue", "cancel"]},
+                "stream_mode": {}, "metadata": {},
+                "command": {"type": "object", "additionalProperties": false, "properties": {
+                    "resume": {"description": "Any value but false/null: resume the thread's latest run"},
+                    "update": {"type": "object", "description": "State fields written before the run goes on, checked against the state schema (422 `invalid_patch`)"}}},
+                "interrupt_before": {"type": "array", "items": {"type": "string"}, "description": "Nodes to pause before in this run, besides the spec's"},
+                "if_not_exists": {"enum": ["reject", "create"], "description": "A new run on an unknown thread: 404 (reject, default) or create it"},
+            }},
+            "Thread": {"type": "object", "properties": {
+                "thread_id": {"type": "string"}, "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"}, "metadata": {"type": "object"},
+                "status": {"enum": ["idle", "busy", "interrupted", "error"], "description": "busy: a run in flight here; interrupted: paused, cancelled or its server died (resume it); error: failed"},
+                "run": {"description": "The latest run: run, status (running or the terminal status), paused_before, error, spec {name, variant}, started_at, updated_at"}}},
+            "ThreadState": {"type": "object", "properties": {
+                "values": {"type": "object", "description": "The state"},
+                "next": {"type": "array", "items": {"type": "string"}, "description": "The node to run next ([] at END)"},
+                "step": {"type": "integer"},
+                "checkpoint": {"type": ["object", "null"], "properties": {"thread_id": {"type": "string"}, "checkpoint_id": {"type": "string"}}},
+                "metadata": {"type": ["object", "null"], "properties": {"source": {"enum": ["input", "loop", "update"]}, "step": {"type": "integer"}, "run": {"type": "integer"}}},
+                "created_at": {"type": ["string", "null"]}, "run": {"type": ["integer", "null"]},
+                "status": {"type": ["string", "null"], "description": "The run's status now: running or the terminal status"},
+                "paused_before": {"type": ["string", "null"]},
+                "path": {"type": "array"}, "iterations": {"type": "integer"}, "usage": {}}},
     })
 }

@@ -2,7 +2,8 @@
 //! from (and the OpenAPI document is checked against).
 use super::error::ApiError;
 use super::runs::{RunLog, ServeObserver};
-use super::App;
+use super::{threads, App};
+use crate::checkpoint::{Checkpointer, Mode};
 use crate::runtime::state::initial_state;
 use crate::runtime::{run_until, RunInput, RunResult};
 use axum::body::Body;
@@ -32,11 +33,16 @@ fn endpoints() -> Vec<(&'static str, &'static str, Handler)> {
         ("get", "/healthz", get(healthz)),
         ("get", "/metrics", get(metrics)),
         ("get", "/openapi.json", get(openapi)),
-        ("post", "/threads", post(threads)),
-        ("post", "/threads/{thread_id}/runs/wait", post(threads)),
-        ("post", "/threads/{thread_id}/runs/stream", post(threads)),
-        ("get", "/threads/{thread_id}/state", get(threads)),
-        ("get", "/threads/{thread_id}/history", get(threads)),
+        ("post", "/threads", post(threads::create)),
+        ("get", "/threads/{thread_id}", get(threads::get)),
+        ("post", "/threads/{thread_id}/runs/wait", post(thread_wait)),
+        (
+            "post",
+            "/threads/{thread_id}/runs/stream",
+            post(thread_stream),
+        ),
+        ("get", "/threads/{thread_id}/state", get(threads::state)),
+        ("get", "/threads/{thread_id}/history", get(threads::history)),
     ]
 }
 
@@ -92,6 +98,36 @@ struct RunRequest {
     #[serde(default)]
     #[allow(dead_code)]
     metadata: Option<Value>,
+    /// Thread runs only: resume the thread's run (`{resume, update}`).
+    #[serde(default)]
+    command: Option<Command>,
+    /// Thread runs only: nodes to pause before (besides the spec's).
+    #[serde(default)]
+    interrupt_before: Option<Vec<String>>,
+    /// Thread runs only: what a new run on an unknown thread does.
+    #[serde(default)]
+    if_not_exists: Option<IfNotExists>,
+}
+
+/// `command` of a thread run: continue the thread's interrupted (or killed, or
+/// failed) run, after writing `update` into its state.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Command {
+    /// LangGraph's resume value: accepted, any value but `false`/`null` (ragloop's
+    /// interrupts take no value).
+    #[serde(default)]
+    resume: Option<Value>,
+    /// State fields to set before the run goes on, checked against the state schema.
+    #[serde(default)]
+    update: Option<indexmap::IndexMap<String, Value>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum IfNotExists {
+    Reject,
+    Create,
 }
 
 #[derive(Deserialize)]
@@ -119,7 +155,11 @@ enum OnDisconnect {
 }
 
 /// Reads the whole body, at most `max` bytes.
-async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
+pub(super) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -140,10 +180,12 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8
         .map_err(|_| too_large())
 }
 
-fn parse_request(bytes: &[u8]) -> Result<RunRequest, ApiError> {
+/// A JSON body into `T`: 400 `malformed_json` when it is not JSON, 422
+/// `invalid_request` naming the field that does not fit.
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::malformed(format!("the request body is not JSON: {e}")))?;
-    serde_path_to_error::deserialize::<_, RunRequest>(value).map_err(|e| {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         ApiError::unprocessable(
@@ -164,7 +206,7 @@ struct Started {
     on_disconnect: OnDisconnect,
 }
 
-fn run_id() -> String {
+pub(super) fn run_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let nonce = NONCE.get_or_init(|| {
@@ -236,14 +278,124 @@ fn run_input(
     })
 }
 
-/// Checks a run request, takes a slot, prepares the program and starts the run.
-async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Started, ApiError> {
+/// A thread run's request, checked against the store (before the program is made).
+struct OnThread {
+    id: String,
+    store: Arc<dyn Checkpointer>,
+    guard: threads::BusyGuard,
+    resume: bool,
+    patch: Vec<(String, Value)>,
+    interrupt_before: Vec<String>,
+}
+
+/// What the run task runs.
+enum Job {
+    Plain(RunInput),
+    Thread {
+        store: Arc<dyn Checkpointer>,
+        prepared: crate::checkpoint::Prepared,
+        guard: threads::BusyGuard,
+    },
+}
+
+fn thread_only(field: &str) -> ApiError {
+    ApiError::unprocessable(
+        "invalid_request",
+        format!(
+            "`{field}` is for thread runs: POST /threads/{{thread_id}}/runs/wait or /runs/stream"
+        ),
+    )
+}
+
+/// Checks a thread run's request against the store: the thread is claimed (409
+/// `thread_busy` when a run of it is in flight here), a resume takes the thread's
+/// variant when the request names none, a new run on an unknown thread needs
+/// `if_not_exists: create`.
+async fn on_thread(
+    app: &Arc<App>,
+    id: String,
+    req: &mut RunRequest,
+    variant: &mut Option<String>,
+) -> Result<OnThread, ApiError> {
+    let store = app.store()?;
+    threads::check_id(&id)?;
+    let resume = match &req.command {
+        None => false,
+        Some(Command {
+            resume: Some(Value::Bool(false) | Value::Null),
+            ..
+        }) => {
+            return Err(ApiError::unprocessable(
+                "invalid_request",
+                "`command.resume` is false: leave `command` out for a new run",
+            ))
+        }
+        Some(_) => true,
+    };
+    if resume && req.input.is_some() {
+        return Err(ApiError::unprocessable(
+            "invalid_request",
+            "a resume (`command`) takes no `input`; set state fields with `command.update`",
+        ));
+    }
+    let guard = app.busy.claim(&id)?;
+    let (s, t) = (Arc::clone(&store), id.clone());
+    let info = threads::blocking(move || s.thread(&t))
+        .await?
+        .map_err(|e| threads::thread_error(e.into()))?;
+    if resume && variant.is_none() {
+        *variant = info
+            .as_ref()
+            .and_then(|i| i.latest.as_ref())
+            .and_then(|r| r.spec.variant.clone());
+    }
+    if !resume && info.is_none() && req.if_not_exists != Some(IfNotExists::Create) {
+        return Err(ApiError::not_found(
+            "unknown_thread",
+            format!("no thread `{id}` (POST /threads creates one, or send \"if_not_exists\": \"create\")"),
+        ));
+    }
+    let patch = req
+        .command
+        .as_mut()
+        .and_then(|c| c.update.take())
+        .map(|u| u.into_iter().collect())
+        .unwrap_or_default();
+    Ok(OnThread {
+        id,
+        store,
+        guard,
+        resume,
+        patch,
+        interrupt_before: req.interrupt_before.take().unwrap_or_default(),
+    })
+}
+
+/// Checks a run request (on `thread` for the thread routes), takes a slot, prepares
+/// the program and starts the run.
+async fn start(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    body: Body,
+    thread: Option<String>,
+) -> Result<Started, ApiError> {
     if app.stopping.is_cancelled() {
         return Err(shutting_down());
     }
     let bytes = read_body(headers, body, app.max_body_bytes).await?;
-    let req = parse_request(&bytes)?;
-    let name = match (req.graph, req.assistant_id) {
+    let mut req: RunRequest = parse_json(&bytes)?;
+    if thread.is_none() {
+        if req.command.is_some() {
+            return Err(thread_only("command"));
+        }
+        if req.interrupt_before.is_some() {
+            return Err(thread_only("interrupt_before"));
+        }
+        if req.if_not_exists.is_some() {
+            return Err(thread_only("if_not_exists"));
+        }
+    }
+    let name = match (req.graph.take(), req.assistant_id.take()) {
         (Some(g), Some(a)) if g != a => {
             return Err(ApiError::unprocessable(
                 "invalid_request",
@@ -258,8 +410,12 @@ async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Starte
             ))
         }
     };
-    let configurable = req.config.map(|c| c.configurable).unwrap_or_default();
-    let variant = match (req.variant, configurable.variant) {
+    let configurable = req
+        .config
+        .take()
+        .map(|c| c.configurable)
+        .unwrap_or_default();
+    let mut variant = match (req.variant.take(), configurable.variant) {
         (Some(a), Some(b)) if a != b => {
             return Err(ApiError::unprocessable(
                 "invalid_request",
@@ -270,6 +426,10 @@ async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Starte
     };
     let models = configurable.models;
     let graph = app.registry.get(&name)?;
+    let on_thread = match thread {
+        Some(id) => Some(on_thread(app, id, &mut req, &mut variant).await?),
+        None => None,
+    };
     graph.check_variant(variant.as_deref())?;
     if !models.is_empty() && !app.allow_model_overrides {
         return Err(ApiError::new(
@@ -309,13 +469,43 @@ async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Starte
                 })??
         }
     };
-    let input = run_input(req.input, &program)?;
+    let job = match on_thread {
+        None => Job::Plain(run_input(req.input.take(), &program)?),
+        Some(t) => {
+            let input = if t.resume {
+                None
+            } else {
+                Some(run_input(req.input.take(), &program)?)
+            };
+            let (store, p, id) = (Arc::clone(&t.store), Arc::clone(&program), t.id.clone());
+            let (patch, nodes) = (t.patch, t.interrupt_before);
+            let prepared = threads::blocking(move || {
+                let mode = match &input {
+                    Some(i) => Mode::New(i),
+                    None => Mode::Resume { patch: &patch },
+                };
+                crate::checkpoint::prepare(&*store, &p, &id, mode, &nodes)
+            })
+            .await?
+            .map_err(threads::thread_error)?;
+            Job::Thread {
+                store: t.store,
+                prepared,
+                guard: t.guard,
+            }
+        }
+    };
+    let thread_id = match &job {
+        Job::Thread { prepared, .. } => Some(prepared.thread().to_string()),
+        Job::Plain(_) => None,
+    };
     let id = run_id();
     let log = Arc::new(RunLog::new(id.clone(), graph.name.clone()));
-    log.push(
-        "metadata",
-        &json!({"run_id": id, "graph": graph.name, "variant": variant, "generation": graph.generation}),
-    );
+    let mut meta = json!({"run_id": id, "graph": graph.name, "variant": variant, "generation": graph.generation});
+    if let (Some(t), Some(m)) = (&thread_id, meta.as_object_mut()) {
+        m.insert("thread_id".into(), json!(t));
+    }
+    log.push("metadata", &meta);
     app.runs.insert(Arc::clone(&log));
     let cancel = app.cancel_runs.child_token();
     {
@@ -331,15 +521,52 @@ async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Starte
             };
             let p = Arc::clone(&program);
             let inner = tokio::spawn(async move {
-                let result = run_until(&p, &resources, &input, &mut obs, &cancel).await;
+                let out = match job {
+                    Job::Plain(input) => (
+                        run_until(&p, &resources, &input, &mut obs, &cancel).await,
+                        None,
+                    ),
+                    Job::Thread {
+                        store,
+                        prepared,
+                        guard,
+                    } => {
+                        let thread = prepared.thread().to_string();
+                        let r = crate::checkpoint::run_thread(
+                            &*store, &p, &resources, prepared, &mut obs, &cancel,
+                        )
+                        .await;
+                        // Released before the result is answered: a client that got
+                        // it may resume at once.
+                        drop(guard);
+                        match r {
+                            Ok(o) => {
+                                if let Some(e) = &o.status_error {
+                                    crate::errln!("ragloop serve: thread `{thread}` run {}: the run's end was not recorded: {e}", o.run);
+                                }
+                                (o.result, Some((thread, Some(o.run))))
+                            }
+                            Err(e) => (
+                                RunResult::failed(
+                                    p.variant(),
+                                    format!("the thread run could not begin: {e}"),
+                                ),
+                                Some((thread, None)),
+                            ),
+                        }
+                    }
+                };
                 drop(resources);
-                result
+                out
             });
-            let result = match inner.await {
+            let (result, thread) = match inner.await {
                 Ok(r) => r,
-                Err(e) => RunResult::failed(
-                    program.variant(),
-                    format!("the run stopped unexpectedly: {e}"),
+                Err(e) => (
+                    RunResult::failed(
+                        program.variant(),
+                        format!("the run stopped unexpectedly: {e}"),
+                    ),
+                    thread_id.map(|t| (t, None)),
                 ),
             };
             app.metrics.run(
@@ -347,10 +574,18 @@ async fn start(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Result<Starte
                 result.status.as_str(),
                 started.elapsed().as_secs_f64(),
             );
+            let mut json = result.to_json();
+            if let (Some((t, run)), Some(obj)) = (thread, json.as_object_mut()) {
+                obj.insert("thread".into(), json!(t));
+                obj.insert("run".into(), json!(run));
+                if let Some(n) = &result.paused_before {
+                    obj.insert("paused_before".into(), json!(n));
+                }
+            }
             // Counted and filed as finished before the `end` event is written, so a
             // client that saw `end` sees the run's metrics and retention too.
             app.runs.finished(&log.id);
-            log.finish(&result);
+            log.finish_with(&result, json);
             drop(graph);
             drop(permit);
         });
@@ -378,7 +613,37 @@ fn run_header(resp: &mut Response, id: &str) {
 
 /// `POST /runs/wait`: runs and answers the result as `ragloop run --json` gives it.
 async fn wait(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
-    let started = match start(&app, &headers, body).await {
+    wait_on(app, headers, body, None).await
+}
+
+/// `POST /threads/{thread_id}/runs/wait`: a new run on the thread, or (`command`) a
+/// resume of its latest run.
+async fn thread_wait(
+    State(app): State<Arc<App>>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    wait_on(app, headers, body, Some(thread)).await
+}
+
+/// `POST /threads/{thread_id}/runs/stream`: as `thread_wait`, streamed.
+async fn thread_stream(
+    State(app): State<Arc<App>>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    stream_on(app, headers, body, Some(thread)).await
+}
+
+async fn wait_on(
+    app: Arc<App>,
+    headers: HeaderMap,
+    body: Body,
+    thread: Option<String>,
+) -> Response {
+    let started = match start(&app, &headers, body, thread).await {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
@@ -441,7 +706,16 @@ fn sse(log: Arc<RunLog>, from: usize, guard: CancelOnDrop) -> Response {
 
 /// `POST /runs/stream`: runs and streams its events (Server-Sent Events).
 async fn stream(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
-    let started = match start(&app, &headers, body).await {
+    stream_on(app, headers, body, None).await
+}
+
+async fn stream_on(
+    app: Arc<App>,
+    headers: HeaderMap,
+    body: Body,
+    thread: Option<String>,
+) -> Response {
+    let started = match start(&app, &headers, body, thread).await {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
@@ -559,12 +833,4 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 
 async fn openapi() -> Json<Value> {
     Json(super::openapi::document())
-}
-
-async fn threads() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "threads (checkpointed runs) are not served yet",
-    )
 }

@@ -75,7 +75,12 @@ impl RunLog {
     /// Writes the last events (`error` when the run has one, then `end`) and marks the
     /// log finished.
     pub fn finish(&self, result: &RunResult) {
-        let json = result.to_json();
+        self.finish_with(result, result.to_json());
+    }
+
+    /// As [`RunLog::finish`] with `json` as the result (a thread run's: with
+    /// `thread`, `run`, `paused_before`).
+    pub fn finish_with(&self, result: &RunResult, json: Value) {
         if let Some(e) = &result.error {
             self.push("error", &json!({"message": e, "status": result.status}));
         }
