@@ -344,6 +344,26 @@ async fn last_event_id_resumes_after_that_event() {
     assert_eq!(r.status().as_u16(), 200);
     let rest = parse_sse(&r.text().await.unwrap());
     assert_eq!(rest, all[3..].to_vec());
+    // Past the last event of a finished run: not one of its ids.
+    let r = s
+        .http
+        .get(format!("{}/runs/{run_id}/stream", s.base))
+        .header("Last-Event-ID", all.len().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_error(400, &v, 400, "invalid_last_event_id");
+    // Its last id is still fine (nothing after it).
+    let r = s
+        .http
+        .get(format!("{}/runs/{run_id}/stream", s.base))
+        .header("Last-Event-ID", (all.len() - 1).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
     // A live run: the client reads the first event, leaves, and comes back.
     let mut r = s
         .http
@@ -468,6 +488,9 @@ async fn bad_input_gets_the_right_status_and_an_error_body() {
         ] {
             let (c, v) = s.post(path, &json!({"graph": "svc", "input": input})).await;
             assert_error(c, &v, 422, "invalid_input");
+            // In the request's words, not the command line's.
+            let message = v["error"]["message"].as_str().unwrap_or("");
+            assert!(!message.contains("--set"), "{v}");
         }
         let (c, v) = s.post(path, &json!({"graph": "svc"})).await;
         assert_error(c, &v, 422, "invalid_input");
@@ -997,4 +1020,18 @@ async fn shutdown_lets_runs_finish_then_cancels_them_after_the_grace() {
         .expect("serve returns after the grace period")
         .unwrap()
         .unwrap();
+}
+
+#[test]
+fn a_bad_addr_is_a_usage_error_before_any_spec_is_compiled() {
+    let out = assert_cmd::Command::cargo_bin("ragloop")
+        .unwrap()
+        .args(["serve", "no-such-spec.yaml", "--addr", "bogus"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--addr bogus"), "{stderr}");
+    // The spec (which does not exist) was never looked at.
+    assert!(!stderr.contains("no-such-spec"), "{stderr}");
 }

@@ -62,6 +62,13 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
 
 /// Runs `ragloop serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
+    // A bad address is a usage error, told before any spec is compiled.
+    if let Err(e) = args.addr.parse::<std::net::SocketAddr>() {
+        return usage(format!(
+            "--addr {}: not an address (IP:PORT, e.g. 127.0.0.1:8080): {e}",
+            args.addr
+        ));
+    }
     let mut opts = ragloop::runtime::ResourceOptions::default();
     let inputs: Vec<&std::path::Path> = args.specs.iter().map(PathBuf::as_path).collect();
     if let Err(e) = args.calls.apply(&mut opts, &inputs, false) {

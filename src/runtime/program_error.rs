@@ -126,6 +126,29 @@ pub enum SetError {
     },
 }
 
+impl SetError {
+    /// The fault in the words of a request's `input` object (no `--set`), for
+    /// `ragloop serve`.
+    pub fn input_message(&self) -> String {
+        match self {
+            SetError::Question => "`input.question` is the question; give it as a string".into(),
+            SetError::UnknownField { field, fields } => format!(
+                "`input.{field}`: the state has no field `{field}` (fields: {})",
+                fields.join(", ")
+            ),
+            SetError::Mismatch {
+                field,
+                value,
+                expected,
+                violation,
+            } => format!(
+                "`input.{field}` = {value}: {}: {violation}",
+                says(field, expected.as_deref())
+            ),
+        }
+    }
+}
+
 fn says(field: &str, expected: Option<&str>) -> String {
     match expected {
         Some(t) => format!("the state schema says `{field}` is {t}"),

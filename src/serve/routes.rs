@@ -261,7 +261,9 @@ fn run_input(
     if question.trim().is_empty() {
         return Err(bad("the question is empty".into()));
     }
-    program.check_sets(&sets).map_err(|e| bad(e.to_string()))?;
+    program
+        .check_sets(&sets)
+        .map_err(|e| bad(e.input_message()))?;
     let state = Value::Object(initial_state(
         &program.spec.state.initial,
         Some(&question),
@@ -752,6 +754,18 @@ async fn resume(
             }
         },
     };
+    // A finished run has all its events: an id past its last is not one of its own.
+    if log.is_finished() && from > log.len() {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_last_event_id",
+            format!(
+                "Last-Event-ID must be an event id of this run (it has events 0 to {})",
+                log.len().saturating_sub(1)
+            ),
+        )
+        .into_response();
+    }
     let mut resp = sse(log, from, CancelOnDrop(None));
     run_header(&mut resp, &run_id);
     resp
