@@ -1035,3 +1035,69 @@ fn a_bad_addr_is_a_usage_error_before_any_spec_is_compiled() {
     // The spec (which does not exist) was never looked at.
     assert!(!stderr.contains("no-such-spec"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_added_under_a_served_name_is_a_conflict_and_a_removed_spec_goes() {
+    let env = Env::new(json!(["ok", "ok"]));
+    std::fs::write(
+        env.path("broken.yaml"),
+        SPEC.replace("entry: count", "entry: nothere"),
+    )
+    .unwrap();
+    let opts = ServeOptions {
+        specs: vec![env.dir.path().to_path_buf()],
+        reload_interval: Some(Duration::from_millis(50)),
+        ..ServeOptions::default()
+    };
+    let s = start(opts).await;
+    // The same stem as the served `svc.yaml`: listed as a conflict, not ignored.
+    write(&env.path("svc.yml"), SPEC);
+    let mut list = Value::Null;
+    for _ in 0..400 {
+        list = s.get("/graphs").await.1;
+        if list["conflicts"].as_array().is_some_and(|c| !c.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let conflict = &list["conflicts"][0];
+    assert_eq!(conflict["name"], "svc", "{list}");
+    assert!(
+        conflict["path"].as_str().unwrap().ends_with("svc.yml"),
+        "{list}"
+    );
+    assert!(
+        conflict["served_from"]
+            .as_str()
+            .unwrap()
+            .ends_with("svc.yaml"),
+        "{list}"
+    );
+    // A removed spec is no longer listed (nor served), and its conflict goes too.
+    std::fs::remove_file(env.path("broken.yaml")).unwrap();
+    std::fs::remove_file(env.path("svc.yml")).unwrap();
+    for _ in 0..400 {
+        list = s.get("/graphs").await.1;
+        let names: Vec<&str> = list["graphs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|g| g["name"].as_str())
+            .collect();
+        if !names.contains(&"broken") && list["conflicts"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let names: Vec<&str> = list["graphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["svc"], "{list}");
+    assert_eq!(list["conflicts"], json!([]), "{list}");
+    let (_, h) = s.get("/healthz").await;
+    assert_eq!(h["graphs"], json!({"served": 1, "invalid": 0}));
+    s.stop().await;
+}

@@ -100,7 +100,7 @@ pub fn document() -> Value {
             }},
             "/graphs": {"get": {
                 "summary": "Every spec file: served or not, with the last compile failure",
-                "responses": {"200": {"description": "The graphs", "content": {"application/json": {"schema": {"type": "object", "properties": {"graphs": {"type": "array", "items": {"$ref": "#/components/schemas/GraphEntry"}}}}}}}},
+                "responses": {"200": {"description": "The graphs", "content": {"application/json": {"schema": {"type": "object", "properties": {"graphs": {"type": "array", "items": {"$ref": "#/components/schemas/GraphEntry"}}, "conflicts": {"type": "array", "description": "spec files found after start whose file stem a served spec already has: not served", "items": {"type": "object", "properties": {"name": {"type": "string"}, "path": {"type": "string"}, "served_from": {"type": ["string", "null"]}}}}}}}}}},
             }},
             "/graphs/{name}": {"get": {
                 "summary": "One graph: spec summary, warnings, Mermaid, last failure",

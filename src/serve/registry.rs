@@ -166,6 +166,9 @@ pub struct Registry {
     generation: std::sync::atomic::AtomicU64,
     /// Directories given on the command line: rescanned for new spec files.
     dirs: Vec<PathBuf>,
+    /// Spec files found in those directories after start whose stem a served file
+    /// already has (`(name, path)`): not served, listed by `GET /graphs`.
+    conflicts: std::sync::Mutex<Vec<(String, PathBuf)>>,
 }
 
 /// The spec files named by `args`: files as given, directories' `*.yaml`/`*.yml`
@@ -465,6 +468,7 @@ impl Registry {
             settings,
             generation: std::sync::atomic::AtomicU64::new(0),
             dirs,
+            conflicts: std::sync::Mutex::new(Vec::new()),
         };
         let mut watched = Vec::new();
         for (name, path) in files {
@@ -571,7 +575,17 @@ impl Registry {
             .iter()
             .map(|(n, s)| Self::entry(n, s, false))
             .collect();
-        json!({"graphs": graphs})
+        let conflicts: Vec<Value> = lock(&self.conflicts)
+            .iter()
+            .map(|(name, path)| {
+                json!({
+                    "name": name,
+                    "path": path.display().to_string(),
+                    "served_from": slots.get(name).map(|s| s.path.display().to_string()),
+                })
+            })
+            .collect();
+        json!({"graphs": graphs, "conflicts": conflicts})
     }
 
     /// `GET /graphs/{name}`.
@@ -597,6 +611,23 @@ impl Registry {
     /// compiles and keeping the old version (with the new failure shown) otherwise;
     /// adds new spec files of the directories given. Blocking (file reads, compiles).
     pub fn poll(&self, watched: &mut Vec<Watched>, metrics: &super::metrics::Metrics) {
+        // A spec file that is gone is no longer served (runs in flight keep their
+        // version) nor listed.
+        watched.retain(|w| {
+            let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+            let gone = slots.get(&w.name).is_some_and(|s| !s.path.exists());
+            if gone {
+                if let Some(slot) = slots.shift_remove(&w.name) {
+                    crate::errln!(
+                        "ragloop serve: `{}` ({}) was removed; no longer served",
+                        w.name,
+                        slot.path.display()
+                    );
+                }
+            }
+            !gone
+        });
+        lock(&self.conflicts).retain(|(_, p)| p.exists());
         for w in watched.iter_mut() {
             if !w.fingerprint.changed() {
                 continue;
@@ -648,13 +679,26 @@ impl Registry {
         for dir in &self.dirs {
             for f in dir_specs(dir) {
                 let name = stem(&f);
-                let known = self
+                let holder = self
                     .slots
                     .read()
                     .unwrap_or_else(|e| e.into_inner())
-                    .contains_key(&name);
-                if !known {
-                    watched.push(self.add(name, f));
+                    .get(&name)
+                    .map(|s| s.path.clone());
+                match holder {
+                    None => watched.push(self.add(name, f)),
+                    Some(p) if crate::paths::same_file(&p, &f) => {}
+                    Some(p) => {
+                        let mut conflicts = lock(&self.conflicts);
+                        if !conflicts.iter().any(|(_, c)| c == &f) {
+                            crate::errln!(
+                                "ragloop serve: {} is not served: {} is already served as `{name}` (graphs are named by their file stem)",
+                                f.display(),
+                                p.display()
+                            );
+                            conflicts.push((name, f));
+                        }
+                    }
                 }
             }
         }
